@@ -1,0 +1,28 @@
+"""minigrad: a small reverse-mode autodiff engine to learn from, one step of backward at a time.
+
+    import minigrad as mg
+    w = mg.create_leaf([1.0, -2.0], requires_grad=True, name="w")
+    x = mg.create_leaf([3.0, 4.0], name="x")
+    loss = (w * x).tanh().sum()
+    loss.backward()
+    w.grad
+"""
+from . import check, errors
+from .engine import Step, accumulate_grad, backward, backward_steps, topo_order
+from .function import AccumulateGrad, Function, register
+from .modes import is_debug, is_grad_enabled, no_grad, set_debug
+from .ops import (add, broadcast_to, concat, cross_entropy, div, exp, getitem, linear, log,
+                  log_softmax, matmul, max, mean, mse, mul, neg, pow, relu, reshape, sigmoid,
+                  softmax, stack, sub, sum, tanh, transpose)
+from .variable import OPS, Variable, create_leaf
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Variable", "create_leaf", "Function", "register", "AccumulateGrad", "OPS",
+    "backward", "backward_steps", "Step", "accumulate_grad", "topo_order",
+    "no_grad", "is_grad_enabled", "set_debug", "is_debug", "check", "errors",
+    "add", "sub", "mul", "div", "neg", "pow", "exp", "log", "tanh", "sigmoid", "relu",
+    "matmul", "linear", "sum", "mean", "max", "reshape", "transpose", "broadcast_to",
+    "concat", "stack", "getitem", "softmax", "log_softmax", "cross_entropy", "mse",
+]

@@ -1,0 +1,79 @@
+"""Checking gradients: gradcheck by central differences, and detect_anomaly for NaN/Inf in backward."""
+from __future__ import annotations
+
+from contextlib import contextmanager
+from typing import Callable, Iterator
+
+import numpy as np
+
+from .errors import DtypeError, GradcheckError
+from .modes import modes, no_grad
+from .variable import Variable, create_leaf
+
+
+def gradcheck(fn: Callable[..., Variable], *inputs, eps: float = 1e-6, atol: float = 1e-5,
+              rtol: float = 1e-3) -> bool:
+    """Compare backward's gradients of fn with central differences (f(x+eps) - f(x-eps)) / 2 eps.
+
+    inputs: float64 arrays (differentiated) or Variables (differentiated when they require
+    grad). A non-scalar output is reduced with fixed random weights, sum(w * fn(...)), so every
+    output element is checked. Returns True, or raises GradcheckError naming the input, the
+    index and both values.
+    """
+    arrays, wanted, names = [], [], []
+    for i, x in enumerate(inputs):
+        array = x.data if isinstance(x, Variable) else np.asarray(x)
+        if array.dtype != np.float64:
+            raise DtypeError(f"gradcheck: input {i} has dtype {array.dtype}; central differences "
+                             f"need float64 (eps={eps} is below float32's resolution). Fix: "
+                             f"pass np.asarray(x, dtype=np.float64).")
+        arrays.append(array.copy())
+        wanted.append(x.requires_grad if isinstance(x, Variable) else True)
+        name = getattr(x, "name", None)
+        names.append(f"input {i} ({name!r}, shape {array.shape})" if name
+                     else f"input {i} (shape {array.shape})")
+
+    leaves = [create_leaf(a, requires_grad=w) for a, w in zip(arrays, wanted)]
+    out = fn(*leaves)
+    # A scalar output is checked as is; a larger one through a fixed random projection.
+    weights = (np.ones(out.shape) if out.size == 1
+               else np.random.default_rng(0).standard_normal(out.shape))
+    (out * weights).sum().backward()
+
+    def objective() -> float:
+        with no_grad():
+            return float((fn(*[create_leaf(a) for a in arrays]).data * weights).sum())
+
+    for i, (leaf, array) in enumerate(zip(leaves, arrays)):
+        if not wanted[i]:
+            continue
+        analytic = leaf.grad if leaf.grad is not None else np.zeros_like(array)
+        for index in np.ndindex(array.shape):
+            original = array[index]
+            array[index] = original + eps
+            plus = objective()
+            array[index] = original - eps
+            minus = objective()
+            array[index] = original
+            numeric = (plus - minus) / (2 * eps)
+            if not abs(analytic[index] - numeric) <= atol + rtol * abs(numeric):
+                raise GradcheckError(
+                    f"gradcheck: {names[i]} at index {index}: backward gives "
+                    f"{analytic[index]:.8g}, central differences give {numeric:.8g} "
+                    f"(tolerance atol={atol} + rtol={rtol} * |numeric|). The backward of an op "
+                    f"between this input and the output disagrees with its forward.")
+    return True
+
+
+@contextmanager
+def detect_anomaly() -> Iterator[None]:
+    """Record where each op is created and stop at the first backward that makes NaN or Inf.
+
+    The AnomalyError names the op and the file and line that created it. Slower: use it to
+    debug, not to train.
+    """
+    previous, modes.anomaly = modes.anomaly, True
+    try:
+        yield
+    finally:
+        modes.anomaly = previous

@@ -1,0 +1,296 @@
+"""The backward engine: accumulate_grad and the two schedulers (topological and pending-count).
+
+Each graph walk is one short iterative function (no recursion, so a 10,000-op chain is fine).
+The engine reads graphs by duck typing and never imports Variable or Function:
+
+* a Variable has `data`, `requires_grad`, `grad_fn` (None for a leaf) and `_grad` (leaf gradient);
+* a node (a Function instance) has `inputs` (its parents), `backward`, `pending_count`,
+  `grad_output` (the gradient of its output, summed here while backward runs), `seq` (creation
+  order), `released` and `release()`.
+
+Both schedulers share `_apply`, the one step that runs a node's backward and hands each parent
+its gradient. `backward()` and `backward_steps()` run the same generators: with `steps=None` no
+Step record is built, so plain backward pays almost nothing for the ability to step.
+"""
+from __future__ import annotations
+
+import random
+from typing import Iterator, NamedTuple
+
+import numpy as np
+
+from .errors import AnomalyError, BackwardError, InvariantError, ShapeError
+from .kernels import sum_to_shape
+from .modes import _debug, modes
+
+
+class Step(NamedTuple):
+    """One event of a backward run, as yielded by backward_steps().
+
+    kind: "start" (seed dL/dL = 1 into the loss), "apply" (node's backward runs, grad = its
+    grad_output), "accumulate" (grad added into `variable`, first_write tells assign vs sum),
+    "pending" (node's pending_count after a decrement), "ready" (node can run now), "done".
+    """
+
+    kind: str
+    node: object = None
+    variable: object = None
+    grad: object = None
+    pending_count: int | None = None
+    first_write: bool | None = None
+
+
+def accumulate_grad(variable, grad) -> bool:
+    """The one place gradients are summed. Returns True on the first write.
+
+    Reduces a broadcast gradient to the variable's shape, casts it to the variable's dtype, then
+    assigns it (first write) or adds it. Leaves keep their grad in `.grad` (a private copy, summed
+    in place); a non-leaf's grad is kept on its node as `grad_output` only until the node runs.
+    """
+    data = variable._data
+    if grad.shape != data.shape:
+        reduced = sum_to_shape(grad, data.shape)
+        if reduced is None:
+            raise ShapeError(
+                f"accumulate_grad: a gradient of shape {grad.shape} cannot be reduced to the shape "
+                f"{data.shape} of {_label(variable)}. Rule: a backward returns, for each input, a "
+                f"gradient of the input's shape or of a shape it broadcasts to. Fix the backward of "
+                f"the op that consumed this variable.")
+        grad = reduced
+    if grad.dtype != data.dtype:
+        grad = grad.astype(data.dtype)
+    node = variable.grad_fn
+    if node is None:
+        if variable._grad is None:
+            variable._grad = np.array(grad, dtype=data.dtype)   # own copy: grads may alias each other
+            return True
+        variable._grad += grad
+        return False
+    if node.grad_output is None:
+        node.grad_output = grad
+        return True
+    node.grad_output = node.grad_output + grad   # out of place: grad arrays may be shared views
+    return False
+
+
+def topo_order(root) -> list:
+    """Nodes reachable from root, each after all the nodes that feed it (iterative DFS post-order)."""
+    order, visited, stack = [], {root}, [(root, False)]
+    while stack:
+        node, expanded = stack.pop()
+        if expanded:
+            order.append(node)
+            continue
+        stack.append((node, True))
+        for parent in node.inputs:
+            fn = parent.grad_fn
+            if fn is not None and fn not in visited:
+                visited.add(fn)
+                stack.append((fn, False))
+    return order
+
+
+def backward(loss, order: str = "pending", *, shuffle=None) -> None:
+    """Fill `.grad` of every leaf that requires grad with d loss / d leaf.
+
+    order="pending" counts down each node's pending_count and runs nodes whose consumers have all
+    sent their gradient (design B); order="topo" sorts the graph and walks it in reverse (designs
+    A and C). Both give the same gradients. shuffle (an int seed or a random.Random) makes the
+    pending scheduler take ready nodes in random order, which must not change any result.
+
+    Rules: the loss must be a scalar that requires grad; leaf grads add up across calls until
+    zero_grad(); backward consumes the graph (no retain_graph), so differentiate again by running
+    the forward computation again.
+    """
+    for _ in _scheduler(order, shuffle)(loss, None, shuffle):
+        pass
+
+
+def backward_steps(loss, order: str = "pending", *, shuffle=None) -> Iterator[Step]:
+    """backward() one event at a time: stop half way and the leaf grads written so far are real."""
+    run = _scheduler(order, shuffle)
+    return run(loss, [], shuffle)
+
+
+def _scheduler(order, shuffle):
+    if order == "pending":
+        return _run_pending
+    if order == "topo":
+        if shuffle is not None:
+            raise ValueError("backward(order='topo') walks one fixed order; shuffle= applies to "
+                             "order='pending' only.")
+        return _run_topo
+    raise ValueError(f"backward: unknown order={order!r}; use 'pending' (dependency counting) "
+                     f"or 'topo' (topological sort).")
+
+
+def _run_pending(loss, steps, shuffle):
+    root = _check_loss(loss)
+    yield from _seed(loss, root, steps)
+    if root is None:
+        return
+    pick = _random_pick(shuffle) if shuffle is not None else list.pop
+    ready, reached = [root], [root]
+    while True:
+        while ready:
+            _apply(pick(ready), ready, reached, steps)
+            if steps:
+                yield from steps
+                steps.clear()
+        stalled = _stalled_node(reached)
+        if stalled is None:
+            break
+        # Its remaining consumers are not on the loss's path, so no more gradient can arrive.
+        ready.append(stalled)
+        if steps is not None:
+            yield Step("ready", stalled, pending_count=stalled.pending_count)
+    if _debug[0]:
+        _check_all_applied(reached)
+    if steps is not None:
+        yield Step("done", root)
+
+
+def _run_topo(loss, steps, shuffle):
+    root = _check_loss(loss)
+    order = topo_order(root) if root is not None else []
+    for node in order:
+        if node.released:
+            raise _consumed(node)
+    yield from _seed(loss, root, steps)
+    ready = []   # pending counts still count down, for the views; readiness is not used here
+    for node in reversed(order):
+        _apply(node, ready, None, steps)
+        if steps:
+            yield from steps
+            steps.clear()
+    if _debug[0]:
+        _check_all_applied(order)
+    if steps is not None:
+        yield Step("done", root)
+
+
+def _apply(node, ready, reached, steps) -> None:
+    """Run one node's backward and give each parent its gradient (the chain rule, one node)."""
+    grad_output = node.grad_output
+    if node.released:
+        raise _consumed(node)
+    if _debug[0] and grad_output is None:
+        raise InvariantError(f"{node.name}: applied before its output gradient arrived "
+                             f"(scheduler bug: a node runs only after a consumer sent a gradient).")
+    grads = node.backward(node, grad_output)
+    if type(grads) is not tuple:
+        grads = (grads,)
+    inputs = node.inputs
+    if len(grads) != len(inputs):
+        raise BackwardError(f"{node.name}.backward returned {len(grads)} gradients for "
+                            f"{len(inputs)} inputs; return one per input (None where not needed).")
+    if modes.anomaly:
+        _check_finite(node, grads)
+    if steps is not None:
+        steps.append(Step("apply", node, grad=grad_output))
+    node.release()
+    for parent, grad in zip(inputs, grads):
+        if not parent.requires_grad:
+            continue
+        if grad is None:
+            raise BackwardError(f"{node.name}.backward returned None for input "
+                                f"{inputs.index(parent)}, which requires grad; return its "
+                                f"gradient (shape {parent._data.shape}).")
+        first = accumulate_grad(parent, grad)
+        if steps is not None:
+            steps.append(Step("accumulate", node, parent, grad, first_write=first))
+        fn = parent.grad_fn
+        if fn is None:
+            continue
+        if first and reached is not None:
+            reached.append(fn)
+        fn.pending_count -= 1
+        if steps is not None:
+            steps.append(Step("pending", fn, parent, pending_count=fn.pending_count))
+        if fn.pending_count == 0:
+            ready.append(fn)
+            if steps is not None:
+                steps.append(Step("ready", fn, parent, pending_count=0))
+        elif fn.pending_count < 0 and _debug[0]:
+            raise InvariantError(f"{fn.name}: pending_count went negative ({fn.pending_count}); "
+                                 f"it must equal the number of consumers recorded in forward.")
+
+
+def _check_loss(loss):
+    if not loss.requires_grad:
+        raise BackwardError(
+            f"backward() on {_label(loss)}, which does not require grad: nothing in its graph is a "
+            f"parameter. Create the parameters with create_leaf(..., requires_grad=True) and make "
+            f"sure the loss was not computed under no_grad().")
+    if loss._data.size != 1:
+        raise BackwardError(
+            f"backward() on {_label(loss)} of shape {loss._data.shape}: backward is defined for "
+            f"scalar losses only. Reduce it first, e.g. loss.sum().backward() or "
+            f"loss.mean().backward().")
+    root = loss.grad_fn
+    if root is not None and root.released:
+        raise _consumed(root)
+    return root
+
+
+def _seed(loss, root, steps):
+    seed = np.ones(loss._data.shape, loss._data.dtype)
+    accumulate_grad(loss, seed)
+    if steps is not None:
+        yield Step("start", root, loss, seed, first_write=True)
+        if root is None:
+            yield Step("done")
+
+
+def _consumed(node) -> BackwardError:
+    return BackwardError(
+        f"backward() reached the {node.name} node, whose graph was already consumed by an earlier "
+        f"backward(): minigrad frees saved tensors as backward runs and keeps no retain_graph. "
+        f"Run forward again to build a fresh graph, then call backward on the new loss. "
+        f"(Leaf grads accumulated by this call so far are partial: zero_grad() before retrying.)")
+
+
+def _stalled_node(reached):
+    """The newest node that holds a gradient but has not run, or None.
+
+    When the ready queue runs dry while such nodes remain, their pending counts include consumers
+    that the loss does not depend on. The newest one (highest seq) cannot be waiting for any node
+    that will still run: every consumer is created after its inputs.
+    """
+    waiting = [n for n in reached if not n.released]
+    return max(waiting, key=lambda n: n.seq) if waiting else None
+
+
+def _check_all_applied(nodes) -> None:
+    missed = [n.name for n in nodes if not n.released]
+    if missed:
+        raise InvariantError(f"backward finished with nodes never applied: {missed}")
+
+
+def _check_finite(node, grads) -> None:
+    for i, grad in enumerate(grads):
+        if grad is not None and not np.all(np.isfinite(grad)):
+            where = getattr(node, "created_at", "an unknown place (created outside detect_anomaly)")
+            raise AnomalyError(
+                f"{node.name}.backward produced NaN or Inf in the gradient for input {i} "
+                f"(shape {np.shape(grad)}). The {node.name} op was created at {where}. Look at "
+                f"its inputs there: log or division at 0, a negative base with a fractional power, "
+                f"exp overflowing.")
+
+
+def _random_pick(shuffle):
+    rng = shuffle if isinstance(shuffle, random.Random) else random.Random(shuffle)
+
+    def pick(ready: list):
+        i = rng.randrange(len(ready))
+        ready[i], ready[-1] = ready[-1], ready[i]
+        return ready.pop()
+    return pick
+
+
+def _label(variable) -> str:
+    name = getattr(variable, "name", None)
+    if name:
+        return f"Variable {name!r}"
+    fn = variable.grad_fn
+    return f"the output of {fn.name}" if fn is not None else "a leaf Variable"

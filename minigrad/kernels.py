@@ -1,0 +1,79 @@
+"""Plain numpy math shared by the ops' forward/backward (and, later, other executors).
+
+No Variables here: arrays in, arrays out.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+
+def sum_to_shape(grad: np.ndarray, shape: tuple) -> np.ndarray:
+    """Undo numpy broadcasting: sum grad over the axes that broadcasting added or stretched.
+
+    A gradient that flowed back through `a + b` with a (3,) and b (5, 3) has shape (5, 3); the part
+    that belongs to a is the sum over the leading axis. Returns None when grad cannot be reduced to
+    shape (the caller reports it with context).
+    """
+    if grad.shape == shape:
+        return grad
+    extra = grad.ndim - len(shape)
+    if extra < 0:
+        return None
+    if extra:
+        grad = grad.sum(axis=tuple(range(extra)))
+    stretched = tuple(i for i, n in enumerate(shape) if n == 1 and grad.shape[i] != 1)
+    if stretched:
+        grad = grad.sum(axis=stretched, keepdims=True)
+    return grad if grad.shape == shape else None
+
+
+def softmax(x: np.ndarray, axis: int) -> np.ndarray:
+    """exp(x - max) / sum(exp(x - max)): subtracting the max keeps exp from overflowing."""
+    shifted = np.exp(x - x.max(axis=axis, keepdims=True))
+    return shifted / shifted.sum(axis=axis, keepdims=True)
+
+
+def log_softmax(x: np.ndarray, axis: int) -> np.ndarray:
+    """x - logsumexp(x), computed stably."""
+    shifted = x - x.max(axis=axis, keepdims=True)
+    return shifted - np.log(np.exp(shifted).sum(axis=axis, keepdims=True))
+
+
+def softmax_backward(y: np.ndarray, grad_output: np.ndarray, axis: int) -> np.ndarray:
+    """d softmax: y * (g - sum(g * y))."""
+    return y * (grad_output - (grad_output * y).sum(axis=axis, keepdims=True))
+
+
+def log_softmax_backward(y: np.ndarray, grad_output: np.ndarray, axis: int) -> np.ndarray:
+    """d log_softmax: g - softmax(x) * sum(g), with softmax(x) = exp(y)."""
+    return grad_output - np.exp(y) * grad_output.sum(axis=axis, keepdims=True)
+
+
+def max_backward(x: np.ndarray, y_keepdims: np.ndarray, grad_keepdims: np.ndarray, axis) -> np.ndarray:
+    """Route the gradient to the maxima; ties share it equally so the gradient sums to grad_output."""
+    mask = x == y_keepdims
+    return mask * (grad_keepdims / mask.sum(axis=axis, keepdims=True))
+
+
+def matmul_backward(a: np.ndarray, b: np.ndarray, grad_output: np.ndarray, need_a: bool, need_b: bool):
+    """dA = G @ B^T, dB = A^T @ G, with numpy's 1-D promotion rules undone.
+
+    The results keep any broadcast batch axes; accumulate_grad sums them away.
+    """
+    a2 = a[None, :] if a.ndim == 1 else a            # (n,) acts as a row (1, n)
+    b2 = b[:, None] if b.ndim == 1 else b            # (n,) acts as a column (n, 1)
+    g = grad_output
+    if a.ndim == 1:
+        g = np.expand_dims(g, -2)
+    if b.ndim == 1:
+        g = np.expand_dims(g, -1)
+    grad_a = grad_b = None
+    if need_a:
+        grad_a = g @ np.swapaxes(b2, -1, -2)
+        if a.ndim == 1:
+            grad_a = grad_a[..., 0, :]
+    if need_b:
+        grad_b = np.swapaxes(a2, -1, -2) @ g
+        if b.ndim == 1:
+            grad_b = grad_b[..., 0]
+    return grad_a, grad_b

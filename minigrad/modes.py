@@ -1,0 +1,46 @@
+"""Engine-wide switches: grad mode (per thread), debug assertions and anomaly detection.
+
+They live in their own module, below everything else, because both the op layer (which builds
+graphs) and the engine (which runs backward) read them.
+"""
+from __future__ import annotations
+
+import os
+import threading
+from contextlib import contextmanager
+from typing import Iterator
+
+
+class _ThreadModes(threading.local):
+    # Per thread (design C): one thread's no_grad() never switches off another thread's graph.
+    grad_enabled = True
+    anomaly = False
+
+
+modes = _ThreadModes()
+_debug = [os.environ.get("MINIGRAD_DEBUG", "") not in ("", "0")]
+
+
+def is_debug() -> bool:
+    """True when the engine asserts its invariants (pending counts, one apply per node, ...)."""
+    return _debug[0]
+
+
+def set_debug(flag: bool) -> bool:
+    """Turn the invariant assertions on or off for all threads; returns the previous setting."""
+    previous, _debug[0] = _debug[0], bool(flag)
+    return previous
+
+
+@contextmanager
+def no_grad() -> Iterator[None]:
+    """Inside this block ops build no graph: outputs never require grad (evaluation, optimiser steps)."""
+    previous, modes.grad_enabled = modes.grad_enabled, False
+    try:
+        yield
+    finally:
+        modes.grad_enabled = previous
+
+
+def is_grad_enabled() -> bool:
+    return modes.grad_enabled

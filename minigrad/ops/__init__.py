@@ -1,0 +1,10 @@
+"""The ops, one small Function subclass each; importing this package fills minigrad.OPS."""
+from .elementwise import add, div, exp, log, mul, neg, pow, relu, sigmoid, sub, tanh
+from .linalg import linear, matmul
+from .loss import cross_entropy, log_softmax, mse, softmax
+from .reduce import max, mean, sum
+from .shape import broadcast_to, concat, getitem, reshape, stack, transpose
+
+__all__ = ["add", "sub", "mul", "div", "neg", "pow", "exp", "log", "tanh", "sigmoid", "relu",
+           "matmul", "linear", "sum", "mean", "max", "reshape", "transpose", "broadcast_to",
+           "concat", "stack", "getitem", "softmax", "log_softmax", "cross_entropy", "mse"]

@@ -1,0 +1,210 @@
+"""Elementwise ops. Backward returns gradients in the output's (broadcast) shape; accumulate_grad
+sums them back to each input's shape, so no op here deals with broadcasting itself."""
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import DtypeError
+from ..function import Function, register
+
+
+@register("add")
+class Add(Function):
+    """z = a + b; saves nothing: dz/da = dz/db = 1."""
+    @staticmethod
+    def forward(ctx, a, b):
+        return a + b
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        return grad_output, grad_output
+
+
+@register("sub")
+class Sub(Function):
+    """z = a - b"""
+    @staticmethod
+    def forward(ctx, a, b):
+        return a - b
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        return grad_output, -grad_output
+
+
+@register("mul")
+class Mul(Function):
+    """z = a * b; each input's gradient needs the other input, so both are saved."""
+    @staticmethod
+    def forward(ctx, a, b):
+        ctx.save_for_backward(a, b)
+        return a * b
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        a, b = ctx.saved_tensors
+        return grad_output * b, grad_output * a
+
+
+@register("div")
+class Div(Function):
+    """z = a / b; dz/da = 1/b, dz/db = -a/b^2."""
+    @staticmethod
+    def forward(ctx, a, b):
+        ctx.save_for_backward(a, b)
+        return a / b
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        a, b = ctx.saved_tensors
+        grad_a = grad_output / b
+        return grad_a, -grad_a * a / b
+
+
+@register("neg")
+class Neg(Function):
+    """z = -a"""
+    @staticmethod
+    def forward(ctx, a):
+        return -a
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        return -grad_output
+
+
+@register("pow")
+class Pow(Function):
+    """z = a ** p for a constant p; dz/da = p * a^(p-1)."""
+    @staticmethod
+    def forward(ctx, a, exponent):
+        if not isinstance(exponent, (int, float, np.integer, np.floating)) or isinstance(exponent, bool):
+            raise DtypeError(
+                f"pow: the exponent must be a constant number, got {type(exponent).__name__}. "
+                f"For a Variable exponent y write exp(y * log(x)).")
+        ctx.exponent = exponent
+        ctx.save_for_backward(a)
+        return a ** exponent
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        (a,) = ctx.saved_tensors
+        p = ctx.exponent
+        return grad_output * (p * a ** (p - 1))
+
+
+@register("exp")
+class Exp(Function):
+    """z = e^a; dz/da = z, so the output is saved, not the input."""
+    @staticmethod
+    def forward(ctx, a):
+        z = np.exp(a)
+        ctx.save_for_backward(z)
+        return z
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        (z,) = ctx.saved_tensors
+        return grad_output * z
+
+
+@register("log")
+class Log(Function):
+    """z = ln a; dz/da = 1/a."""
+    @staticmethod
+    def forward(ctx, a):
+        ctx.save_for_backward(a)
+        return np.log(a)
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        (a,) = ctx.saved_tensors
+        return grad_output / a
+
+
+@register("tanh")
+class Tanh(Function):
+    """z = tanh a; dz/da = 1 - z^2."""
+    @staticmethod
+    def forward(ctx, a):
+        z = np.tanh(a)
+        ctx.save_for_backward(z)
+        return z
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        (z,) = ctx.saved_tensors
+        return grad_output * (1 - z * z)
+
+
+@register("sigmoid")
+class Sigmoid(Function):
+    """z = 1 / (1 + e^-a); dz/da = z (1 - z)."""
+    @staticmethod
+    def forward(ctx, a):
+        z = 1 / (1 + np.exp(-a))
+        ctx.save_for_backward(z)
+        return z
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        (z,) = ctx.saved_tensors
+        return grad_output * z * (1 - z)
+
+
+@register("relu")
+class Relu(Function):
+    """z = max(a, 0); dz/da = 1 where a > 0 (the input is saved to know where)."""
+    @staticmethod
+    def forward(ctx, a):
+        ctx.save_for_backward(a)
+        return np.maximum(a, 0)
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        (a,) = ctx.saved_tensors
+        return grad_output * (a > 0)
+
+
+def add(a, b):
+    return Add.apply(a, b)
+
+
+def sub(a, b):
+    return Sub.apply(a, b)
+
+
+def mul(a, b):
+    return Mul.apply(a, b)
+
+
+def div(a, b):
+    return Div.apply(a, b)
+
+
+def neg(a):
+    return Neg.apply(a)
+
+
+def pow(a, exponent):  # noqa: A001 - the op's name
+    return Pow.apply(a, exponent=exponent)
+
+
+def exp(a):
+    return Exp.apply(a)
+
+
+def log(a):
+    return Log.apply(a)
+
+
+def tanh(a):
+    return Tanh.apply(a)
+
+
+def sigmoid(a):
+    return Sigmoid.apply(a)
+
+
+def relu(a):
+    return Relu.apply(a)

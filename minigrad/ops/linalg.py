@@ -1,0 +1,60 @@
+"""Matrix products."""
+from __future__ import annotations
+
+from ..function import Function, register
+from ..kernels import matmul_backward
+
+_MATMUL_RULE = ("matmul contracts the last axis of a with the second-to-last axis of b: "
+                "(..., n, k) @ (..., k, m) -> (..., n, m); a 1-D operand acts as a row (left) or a "
+                "column (right), and batch axes broadcast")
+_MATMUL_FIX = "transpose one operand (b.T) or reshape it so the inner sizes agree"
+
+
+@register("matmul")
+class MatMul(Function):
+    """Z = A @ B; dA = G @ B^T, dB = A^T @ G (both operands saved)."""
+    shape_rule, shape_fix = _MATMUL_RULE, _MATMUL_FIX
+
+    @staticmethod
+    def forward(ctx, a, b):
+        ctx.save_for_backward(a, b)
+        return a @ b
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        a, b = ctx.saved_tensors
+        need_a, need_b = ctx.needs_input_grad
+        return matmul_backward(a, b, grad_output, need_a, need_b)
+
+
+@register("linear")
+class Linear(Function):
+    """Y = X @ W + b; dX = G @ W^T, dW = X^T @ G, db = G summed over the batch."""
+    shape_rule = _MATMUL_RULE + "; b must broadcast to X @ W (usually shape (m,))"
+    shape_fix = "W has shape (in_features, out_features); check x.shape[-1] == W.shape[0]"
+
+    @staticmethod
+    def forward(ctx, x, weight, bias=None):
+        ctx.save_for_backward(x, weight)
+        y = x @ weight
+        if bias is not None:
+            y += bias   # y is a fresh array, so adding in place is safe and saves a copy
+        return y
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        x, weight = ctx.saved_tensors
+        need_x, need_w = ctx.needs_input_grad[:2]
+        grad_x, grad_w = matmul_backward(x, weight, grad_output, need_x, need_w)
+        if len(ctx.needs_input_grad) == 2:
+            return grad_x, grad_w
+        return grad_x, grad_w, grad_output
+
+
+def matmul(a, b):
+    return MatMul.apply(a, b)
+
+
+def linear(x, W, b=None):
+    """x @ W + b in one op (b optional)."""
+    return Linear.apply(x, W) if b is None else Linear.apply(x, W, b)

@@ -1,0 +1,120 @@
+"""Softmax family and losses."""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import kernels
+from ..errors import DtypeError, ShapeError, TargetError
+from ..function import Function, register
+
+
+@register("softmax")
+class Softmax(Function):
+    """z = exp(a) / sum(exp(a)) along axis; saves its output, which is all backward needs."""
+    shape_rule = "axis must be within the input's dimensions"
+    shape_fix = "use axis=-1 for the last axis"
+
+    @staticmethod
+    def forward(ctx, a, axis=-1):
+        z = kernels.softmax(a, axis)
+        ctx.axis = axis
+        ctx.save_for_backward(z)
+        return z
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        (z,) = ctx.saved_tensors
+        return kernels.softmax_backward(z, grad_output, ctx.axis)
+
+
+@register("log_softmax")
+class LogSoftmax(Function):
+    """z = a - log(sum(exp(a))) along axis; saves its output."""
+    shape_rule = Softmax.shape_rule
+    shape_fix = Softmax.shape_fix
+
+    @staticmethod
+    def forward(ctx, a, axis=-1):
+        z = kernels.log_softmax(a, axis)
+        ctx.axis = axis
+        ctx.save_for_backward(z)
+        return z
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        (z,) = ctx.saved_tensors
+        return kernels.log_softmax_backward(z, grad_output, ctx.axis)
+
+
+@register("cross_entropy")
+class CrossEntropy(Function):
+    """L = -mean_i log softmax(logits_i)[t_i]; dL/dlogits = (softmax - onehot(t)) / N."""
+
+    @staticmethod
+    def forward(ctx, logits, targets):
+        _check_targets(logits, targets)
+        n = logits.shape[0]
+        log_probs = kernels.log_softmax(logits, 1)
+        ctx.save_for_backward(np.exp(log_probs), targets)
+        return -log_probs[np.arange(n), targets].mean()
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        probs, targets = ctx.saved_tensors
+        n = probs.shape[0]
+        grad = probs.copy()
+        grad[np.arange(n), targets] -= 1
+        return grad * (grad_output / n), None
+
+
+@register("mse")
+class MSE(Function):
+    """L = mean((pred - target)^2); dL/dpred = 2 (pred - target) / n."""
+    shape_fix = "give prediction and target the same shape (e.g. y.reshape(-1, 1))"
+
+    @staticmethod
+    def forward(ctx, pred, target):
+        diff = pred - target
+        ctx.save_for_backward(diff)
+        return (diff * diff).mean()
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        (diff,) = ctx.saved_tensors
+        grad = diff * (2 * grad_output / diff.size)
+        return grad, -grad
+
+
+def _check_targets(logits: np.ndarray, targets: np.ndarray) -> None:
+    if logits.ndim != 2:
+        raise ShapeError(f"cross_entropy: logits must have shape (N, C), got {logits.shape}. "
+                         f"Fix: reshape to (batch, classes), e.g. logits.reshape(-1, C).")
+    if targets.dtype.kind not in "iu":
+        raise DtypeError(f"cross_entropy: targets must be integer class indices, got dtype "
+                         f"{targets.dtype}. Fix: targets.astype(np.int64) (one index per row, "
+                         f"not one-hot vectors or probabilities).")
+    n, classes = logits.shape
+    if targets.shape != (n,):
+        raise ShapeError(f"cross_entropy: targets must have shape ({n},) to match logits "
+                         f"{logits.shape}, got {targets.shape}. Fix: one class index per row.")
+    bad = (targets < 0) | (targets >= classes)
+    if bad.any():
+        raise TargetError(f"cross_entropy: target {targets[bad][0]} (row {np.flatnonzero(bad)[0]}) "
+                          f"is outside [0, {classes}) for logits with {classes} classes. "
+                          f"Fix: targets must be class indices 0..{classes - 1}.")
+
+
+def softmax(a, axis: int = -1):
+    return Softmax.apply(a, axis=axis)
+
+
+def log_softmax(a, axis: int = -1):
+    return LogSoftmax.apply(a, axis=axis)
+
+
+def cross_entropy(logits, targets):
+    return CrossEntropy.apply(logits, targets)
+
+
+def mse(pred, target):
+    return MSE.apply(pred, target)

@@ -1,0 +1,138 @@
+"""Ops that move values around without arithmetic: reshape, transpose, broadcast, join, index."""
+from __future__ import annotations
+
+import numpy as np
+
+from ..function import Function, register
+
+
+@register("reshape")
+class Reshape(Function):
+    """z = a viewed with a new shape (same values, same order); the gradient is reshaped back."""
+    shape_rule = "the new shape must hold exactly as many elements as the input (one -1 may be inferred)"
+    shape_fix = "check the product of the sizes, or use -1 for one axis"
+
+    @staticmethod
+    def forward(ctx, a, shape):
+        ctx.shape = a.shape
+        return a.reshape(shape)
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        return grad_output.reshape(ctx.shape)
+
+
+@register("transpose")
+class Transpose(Function):
+    """z = a with its axes permuted (reversed when axes is None); the gradient is permuted back."""
+    shape_rule = "axes must be a permutation of range(a.ndim)"
+    shape_fix = "give every axis exactly once, e.g. x.transpose(1, 0, 2)"
+
+    @staticmethod
+    def forward(ctx, a, axes=None):
+        ctx.axes = axes
+        return a.transpose(axes)
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        return grad_output.transpose(None if ctx.axes is None else np.argsort(ctx.axes))
+
+
+@register("broadcast_to")
+class BroadcastTo(Function):
+    """z = a repeated along new or size-1 axes; accumulate_grad sums the gradient back."""
+    shape_rule = "each input axis must equal the target axis or be 1, aligned from the right"
+    shape_fix = "pick a target shape that the input broadcasts to"
+
+    @staticmethod
+    def forward(ctx, a, shape):
+        return np.broadcast_to(a, shape)
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        return grad_output   # in the output's shape; the reduction is accumulate_grad's job
+
+
+@register("concat")
+class Concat(Function):
+    """z = [a1, a2, ...] joined along an existing axis; each input gets its slice of the gradient."""
+    shape_rule = "all inputs must have the same shape except along the joining axis"
+    shape_fix = "reshape the inputs so the other axes agree, or join along another axis"
+
+    @staticmethod
+    def forward(ctx, *arrays, axis=0):
+        ctx.axis = axis
+        ctx.ends = np.cumsum([a.shape[axis] for a in arrays])[:-1]
+        return np.concatenate(arrays, axis=axis)
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        return tuple(np.split(grad_output, ctx.ends, axis=ctx.axis))
+
+
+@register("stack")
+class Stack(Function):
+    """z = [a1, a2, ...] stacked along a new axis; input i gets the gradient's i-th slice."""
+    shape_rule = "all inputs must have the same shape"
+    shape_fix = "reshape or pad the inputs to one shape first"
+
+    @staticmethod
+    def forward(ctx, *arrays, axis=0):
+        z = np.stack(arrays, axis=axis)
+        ctx.axis = axis % z.ndim
+        return z
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        return tuple(np.moveaxis(grad_output, ctx.axis, 0))
+
+
+@register("getitem")
+class GetItem(Function):
+    """z = a[index]; the gradient is scattered back (added, so repeated indices sum up)."""
+    shape_rule = "the index must be valid for the input's shape (ints, slices, integer arrays)"
+    shape_fix = "check the index against x.shape"
+
+    @staticmethod
+    def forward(ctx, a, index):
+        index = _plain_index(index)
+        ctx.shape, ctx.index = a.shape, index
+        return a[index]
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        grad = np.zeros(ctx.shape, dtype=grad_output.dtype)
+        np.add.at(grad, ctx.index, grad_output)   # += would drop repeats: x[[0, 0]] must count twice
+        return grad
+
+
+def _plain_index(index):
+    """Variables used as indices stand for their (integer) data."""
+    if isinstance(index, tuple):
+        return tuple(_plain_index(i) for i in index)
+    data = getattr(index, "data", None)
+    return data if isinstance(data, np.ndarray) else index
+
+
+def reshape(a, shape):
+    return Reshape.apply(a, shape=tuple(shape) if not isinstance(shape, int) else (shape,))
+
+
+def transpose(a, axes=None):
+    return Transpose.apply(a, axes=None if axes is None else tuple(axes))
+
+
+def broadcast_to(a, shape):
+    return BroadcastTo.apply(a, shape=tuple(shape) if not isinstance(shape, int) else (shape,))
+
+
+def concat(variables, axis: int = 0):
+    return Concat.apply(*variables, axis=axis)
+
+
+def stack(variables, axis: int = 0):
+    return Stack.apply(*variables, axis=axis)
+
+
+def getitem(a, index):
+    return GetItem.apply(a, index=index)

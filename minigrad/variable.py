@@ -1,0 +1,286 @@
+"""Variable, the one user-facing value type, and create_leaf.
+
+A Variable wraps a numpy array (`data`). A leaf that requires grad is a parameter: backward sums
+d loss / d leaf into its `.grad`. A Variable made by an op points to the node that made it
+(`grad_fn`), and that node to its inputs (`parents`) and the arrays it kept (`saved_tensors`).
+
+The operators look ops up by name in OPS, the table that minigrad/ops fills when it is imported;
+that is how this module uses ops without importing them (no import circle: ops make Variables).
+"""
+from __future__ import annotations
+
+import math
+import warnings
+
+import numpy as np
+
+from . import engine
+from .errors import DtypeError, InplaceError, NonLeafGradWarning
+
+OPS: dict = {}   # op name -> Function subclass, filled by minigrad/ops via function.register
+
+
+class Variable:
+    """An array plus what autograd needs to know about it."""
+
+    __slots__ = ("_data", "_grad", "requires_grad", "grad_fn", "name", "_accumulate", "__weakref__")
+    __array_ufunc__ = None   # numpy_array + variable defers to Variable.__radd__ instead of looping
+
+    def __init__(self, data: np.ndarray, requires_grad: bool = False, grad_fn=None, name=None):
+        self._data = data
+        self._grad = None
+        self.requires_grad = requires_grad
+        self.grad_fn = grad_fn
+        self.name = name
+        self._accumulate = None
+
+    # -- what it is ---------------------------------------------------------------------------
+    @property
+    def data(self) -> np.ndarray:
+        """The values. A leaf's array is yours to update (after backward); an op's output belongs
+        to its graph and is handed out read-only: copy it with .numpy() to change it."""
+        if self.grad_fn is None:
+            return self._data
+        view = self._data.view()
+        view.flags.writeable = False
+        return view
+
+    @data.setter
+    def data(self, value) -> None:
+        if self.grad_fn is not None:
+            raise InplaceError(f"cannot replace the data of {_describe(self)}: it is an op's "
+                               f"output and belongs to its graph. Compute a new Variable instead.")
+        self._data = np.asarray(value, dtype=self._data.dtype)
+
+    @property
+    def is_leaf(self) -> bool:
+        """True for Variables no op made while recording (parameters, data, no_grad results)."""
+        return self.grad_fn is None
+
+    @property
+    def shape(self) -> tuple:
+        return self._data.shape
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self._data.dtype
+
+    @property
+    def ndim(self) -> int:
+        return self._data.ndim
+
+    @property
+    def size(self) -> int:
+        return self._data.size
+
+    @property
+    def grad(self):
+        """d loss / d self after backward, for leaves that require grad; None otherwise."""
+        if self.grad_fn is not None:
+            warnings.warn(
+                f"{_describe(self)} is not a leaf, and only leaf gradients are kept: an "
+                f"intermediate gradient lives only while backward runs. To see it, step backward "
+                f"with backward_steps() (or the BackwardStepper widget) and read the 'accumulate' "
+                f"events, or make the value a leaf.", NonLeafGradWarning, stacklevel=2)
+            return None
+        return self._grad
+
+    @grad.setter
+    def grad(self, value) -> None:
+        self._grad = None if value is None else np.asarray(value, dtype=self._data.dtype)
+
+    @property
+    def parents(self) -> tuple:
+        """The Variables the op that made this one consumed: the graph's topology."""
+        return self.grad_fn.inputs if self.grad_fn is not None else ()
+
+    @property
+    def saved_tensors(self) -> tuple:
+        """The arrays the op that made this one kept for its backward: data, not topology."""
+        return self.grad_fn.saved_tensors if self.grad_fn is not None else ()
+
+    # -- autograd -----------------------------------------------------------------------------
+    def backward(self, order: str = "pending", *, shuffle=None) -> None:
+        """Compute d self / d leaf for every leaf that requires grad (see minigrad.backward)."""
+        engine.backward(self, order, shuffle=shuffle)
+
+    def zero_grad(self) -> None:
+        """Forget the accumulated gradient (the next backward writes afresh)."""
+        self._grad = None
+
+    def detach(self) -> "Variable":
+        """The same data as a leaf that does not require grad (shares memory)."""
+        return Variable(self.data, False, None, self.name)   # .data is read-only for op outputs
+
+    def item(self) -> float:
+        if self._data.size != 1:
+            raise ValueError(f"item() needs a single value; {_describe(self)} has shape "
+                             f"{self._data.shape}. Reduce it (sum, mean) or index it first.")
+        return self._data.item()
+
+    def numpy(self) -> np.ndarray:
+        """A copy of the data: safe to keep after the graph (or its arena) is gone."""
+        return self._data.copy()
+
+    # -- operators: each looks its op up by name ----------------------------------------------
+    def __add__(self, other):
+        return OPS["add"].apply(self, other)
+
+    def __radd__(self, other):
+        return OPS["add"].apply(other, self)
+
+    def __sub__(self, other):
+        return OPS["sub"].apply(self, other)
+
+    def __rsub__(self, other):
+        return OPS["sub"].apply(other, self)
+
+    def __mul__(self, other):
+        return OPS["mul"].apply(self, other)
+
+    def __rmul__(self, other):
+        return OPS["mul"].apply(other, self)
+
+    def __truediv__(self, other):
+        return OPS["div"].apply(self, other)
+
+    def __rtruediv__(self, other):
+        return OPS["div"].apply(other, self)
+
+    def __matmul__(self, other):
+        return OPS["matmul"].apply(self, other)
+
+    def __rmatmul__(self, other):
+        return OPS["matmul"].apply(other, self)
+
+    def __pow__(self, exponent):
+        return OPS["pow"].apply(self, exponent=exponent)
+
+    def __rpow__(self, base):
+        # base ** x = exp(x * log(base)) for a constant base > 0
+        return OPS["exp"].apply(OPS["mul"].apply(self, math.log(base)))
+
+    def __neg__(self):
+        return OPS["neg"].apply(self)
+
+    def __getitem__(self, index):
+        return OPS["getitem"].apply(self, index=index)
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+    def __iter__(self):
+        return (self[i] for i in range(len(self._data)))
+
+    # In-place operators would overwrite data a graph may need for backward (design B forbids it).
+    def __iadd__(self, other):
+        return self._inplace("+=", "add", other)
+
+    def __isub__(self, other):
+        return self._inplace("-=", "sub", other)
+
+    def __imul__(self, other):
+        return self._inplace("*=", "mul", other)
+
+    def __itruediv__(self, other):
+        return self._inplace("/=", "div", other)
+
+    def _inplace(self, symbol: str, op: str, other):
+        if self.requires_grad or getattr(other, "requires_grad", False):
+            raise InplaceError(
+                f"'{symbol}' on {_describe(self)}: in-place changes to a Variable that takes part "
+                f"in autograd are not allowed, because a graph may have saved its data for "
+                f"backward. Build a new Variable instead (x = x {symbol[0]} y), or, to update a "
+                f"parameter after backward, change its array: w.data -= lr * w.grad.")
+        return OPS[op].apply(self, other)   # rebinds the name to a new Variable, like x = x + y
+
+    # -- method forms of the ops --------------------------------------------------------------
+    def sum(self, axis=None, keepdims: bool = False):
+        return OPS["sum"].apply(self, axis=axis, keepdims=keepdims)
+
+    def mean(self, axis=None, keepdims: bool = False):
+        return OPS["mean"].apply(self, axis=axis, keepdims=keepdims)
+
+    def max(self, axis=None, keepdims: bool = False):
+        return OPS["max"].apply(self, axis=axis, keepdims=keepdims)
+
+    def reshape(self, *shape):
+        shape = shape[0] if len(shape) == 1 and not isinstance(shape[0], int) else shape
+        return OPS["reshape"].apply(self, shape=tuple(shape))
+
+    def transpose(self, *axes):
+        axes = axes[0] if len(axes) == 1 and not isinstance(axes[0], int) else axes
+        return OPS["transpose"].apply(self, axes=tuple(axes) if axes else None)
+
+    @property
+    def T(self):
+        return OPS["transpose"].apply(self, axes=None)
+
+    def exp(self):
+        return OPS["exp"].apply(self)
+
+    def log(self):
+        return OPS["log"].apply(self)
+
+    def tanh(self):
+        return OPS["tanh"].apply(self)
+
+    def sigmoid(self):
+        return OPS["sigmoid"].apply(self)
+
+    def relu(self):
+        return OPS["relu"].apply(self)
+
+    def softmax(self, axis: int = -1):
+        return OPS["softmax"].apply(self, axis=axis)
+
+    def log_softmax(self, axis: int = -1):
+        return OPS["log_softmax"].apply(self, axis=axis)
+
+    def __repr__(self) -> str:
+        parts = [f"shape={self._data.shape}", f"dtype={self._data.dtype}"]
+        if self.name:
+            parts.insert(0, f"name={self.name!r}")
+        if self.grad_fn is not None:
+            parts.append(f"grad_fn=<{self.grad_fn.name}>")
+        elif self.requires_grad:
+            parts.append("requires_grad=True")
+        if self._data.size <= 8:
+            parts.append("data=" + np.array2string(self._data, precision=4, separator=", ")
+                         .replace("\n", ""))
+        return f"Variable({', '.join(parts)})"
+
+
+def create_leaf(data, requires_grad: bool = False, *, name: str | None = None,
+                dtype=None) -> Variable:
+    """Wrap data as a leaf Variable: a parameter if requires_grad, else data.
+
+    The data is copied (like torch.tensor), so the graph never shares memory with an array you
+    keep; float32 stays float32 and Python lists of floats become float64 unless dtype= says
+    otherwise. Parameters need a float dtype: integers have no gradient.
+    """
+    if isinstance(data, Variable):
+        data = data._data
+    try:
+        array = np.array(data, dtype=dtype)
+    except (TypeError, ValueError) as exc:
+        raise DtypeError(f"create_leaf: cannot make a numeric array from {type(data).__name__} "
+                         f"({exc}). Pass a number, a (nested) list of numbers or a numpy array."
+                         ) from None
+    if array.dtype.kind not in "biuf":
+        raise DtypeError(f"create_leaf: data of dtype {array.dtype} ({type(data).__name__}) is not "
+                         f"numeric. Pass numbers (int, float, bool) or a numeric numpy array.")
+    if requires_grad and array.dtype.kind != "f":
+        raise DtypeError(
+            f"create_leaf(requires_grad=True): data of dtype {array.dtype} cannot have a gradient; "
+            f"gradients need floating point numbers. Fix: pass float data, e.g. "
+            f"create_leaf(data, requires_grad=True, dtype=np.float32).")
+    return Variable(array, bool(requires_grad), None, name)
+
+
+def _describe(variable: Variable) -> str:
+    if variable.name:
+        return f"Variable {variable.name!r} (shape {variable.shape})"
+    if variable.grad_fn is not None:
+        return f"the output of {variable.grad_fn.name} (shape {variable.shape})"
+    return f"a leaf Variable of shape {variable.shape}"
