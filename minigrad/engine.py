@@ -74,19 +74,24 @@ def accumulate_grad(variable, grad) -> bool:
 
 
 def topo_order(root) -> list:
-    """Nodes reachable from root, each after all the nodes that feed it (iterative DFS post-order)."""
-    order, visited, stack = [], {root}, [(root, False)]
+    """Nodes reachable from root, each after all the nodes that feed it (iterative DFS post-order).
+
+    A node is marked visited when it is expanded, not when it is pushed: a node pushed early by
+    one consumer may be reached again deeper in another consumer's branch, and it must then be
+    finished there, before that consumer.
+    """
+    order, visited, stack = [], set(), [(root, False)]
     while stack:
         node, expanded = stack.pop()
         if expanded:
             order.append(node)
-            continue
-        stack.append((node, True))
-        for parent in node.inputs:
-            fn = parent.grad_fn
-            if fn is not None and fn not in visited:
-                visited.add(fn)
-                stack.append((fn, False))
+        elif node not in visited:
+            visited.add(node)
+            stack.append((node, True))
+            for parent in node.inputs:
+                fn = parent.grad_fn
+                if fn is not None and fn not in visited:
+                    stack.append((fn, False))
     return order
 
 
@@ -196,10 +201,12 @@ def _apply(node, ready, reached, steps) -> None:
             raise BackwardError(f"{node.name}.backward returned None for input "
                                 f"{inputs.index(parent)}, which requires grad; return its "
                                 f"gradient (shape {parent._data.shape}).")
+        fn = parent.grad_fn
+        if fn is not None and fn.released:   # a gradient must never land where no one reads it
+            raise _consumed(fn)
         first = accumulate_grad(parent, grad)
         if steps is not None:
             steps.append(Step("accumulate", node, parent, grad, first_write=first))
-        fn = parent.grad_fn
         if fn is None:
             continue
         if first and reached is not None:

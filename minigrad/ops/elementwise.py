@@ -82,6 +82,8 @@ class Pow(Function):
             raise DtypeError(
                 f"pow: the exponent must be a constant number, got {type(exponent).__name__}. "
                 f"For a Variable exponent y write exp(y * log(x)).")
+        if isinstance(exponent, np.generic):
+            exponent = exponent.item()   # a numpy scalar would upcast float32 (numpy 2 rules)
         ctx.exponent = exponent
         ctx.save_for_backward(a)
         return a ** exponent

@@ -1,0 +1,264 @@
+"""Property tests on random DAGs: every backward order agrees with the others
+and with central differences, including fan-out, diamonds, shared
+subexpressions and dead branches (consumers that are never backpropagated)."""
+import math
+import random
+from typing import NamedTuple
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from hypothesis.extra.numpy import arrays
+
+import minigrad as mg
+
+# --------------------------------------------------------------------------
+# the recipe: leaves, then ops on EARLIER nodes, then the nodes summed as loss
+# --------------------------------------------------------------------------
+LEAF_BOUND = 2.0
+MAX_BOUND = 50.0  # keep every node's |value| below this so nothing overflows
+
+# name -> (arity, function, bound of the result given the bounds of the inputs)
+OPS = {
+    "add": (2, lambda a, b: a + b, lambda ba, bb: ba + bb),
+    "sub": (2, lambda a, b: a - b, lambda ba, bb: ba + bb),
+    "mul": (2, lambda a, b: a * b, lambda ba, bb: ba * bb),
+    "mg.mul": (2, lambda a, b: mg.mul(a, b), lambda ba, bb: ba * bb),
+    "tanh": (1, lambda a: a.tanh(), lambda ba: 1.0),
+    "sigmoid": (1, lambda a: a.sigmoid(), lambda ba: 1.0),
+    "exp_tanh": (1, lambda a: a.tanh().exp(), lambda ba: math.e),
+    "neg": (1, lambda a: -a, lambda ba: ba),
+    "diamond_x_plus_x": (1, lambda a: a + a, lambda ba: 2 * ba),
+    "scale_half": (1, lambda a: a * 0.5, lambda ba: 0.5 * ba),
+    "one_minus": (1, lambda a: 1.0 - a, lambda ba: 1.0 + ba),
+}
+
+
+class Recipe(NamedTuple):
+    shape: tuple
+    leaves: tuple            # float64 arrays
+    steps: tuple             # (op name, input node indices)
+    outputs: tuple           # node indices summed into the loss
+
+
+@st.composite
+def recipes(draw):
+    shape = draw(st.sampled_from([(3,), (2, 3)]))
+    n_leaves = draw(st.integers(1, 3))
+    elements = st.floats(-LEAF_BOUND, LEAF_BOUND, allow_nan=False, allow_subnormal=False)
+    leaves = tuple(draw(arrays(np.float64, shape, elements=elements)) for _ in range(n_leaves))
+    bounds = [LEAF_BOUND] * n_leaves
+    steps = []
+    for _ in range(draw(st.integers(1, 12))):
+        n = len(bounds)
+        a, b = draw(st.integers(0, n - 1)), draw(st.integers(0, n - 1))
+        allowed = [name for name, (arity, _, bound) in OPS.items()
+                   if (bound(bounds[a]) if arity == 1 else bound(bounds[a], bounds[b])) <= MAX_BOUND]
+        name = draw(st.sampled_from(allowed))
+        arity, _, bound = OPS[name]
+        inputs = (a,) if arity == 1 else (a, b)
+        steps.append((name, inputs))
+        bounds.append(bound(*(bounds[i] for i in inputs)))
+    n_nodes = len(bounds)
+    outputs = draw(st.lists(st.integers(0, n_nodes - 1), min_size=1, max_size=3))
+    return Recipe(shape, leaves, tuple(steps), tuple(outputs))
+
+
+def build_on(recipe, leaves):
+    """Run the recipe's ops on the given leaf Variables; returns (all nodes, loss)."""
+    nodes = list(leaves)
+    for name, inputs in recipe.steps:
+        nodes.append(OPS[name][1](*(nodes[i] for i in inputs)))
+    total = nodes[recipe.outputs[0]]
+    for i in recipe.outputs[1:]:
+        total = total + nodes[i]
+    return nodes, total.sum()
+
+
+def build(recipe, leaf_arrays, requires_grad=True):
+    """Build the graph afresh on new leaves; returns (leaf Variables, all nodes, loss)."""
+    leaves = [mg.create_leaf(a.copy(), requires_grad=requires_grad) for a in leaf_arrays]
+    return (leaves, *build_on(recipe, leaves))
+
+
+def reachable_leaves(recipe):
+    """Indices of leaves that the loss depends on (by graph structure)."""
+    n_leaves = len(recipe.leaves)
+    seen, todo = set(), list(recipe.outputs)
+    while todo:
+        i = todo.pop()
+        if i in seen:
+            continue
+        seen.add(i)
+        if i >= n_leaves:
+            todo.extend(recipe.steps[i - n_leaves][1])
+    return {i for i in seen if i < n_leaves}
+
+
+def grads_with(recipe, run_backward):
+    leaves, _, loss = build(recipe, recipe.leaves)
+    run_backward(loss)
+    return [leaf.grad for leaf in leaves]
+
+
+def numeric_grads(recipe, eps=1e-6):
+    def f(arrs):
+        return build(recipe, arrs, requires_grad=False)[2].item()
+
+    grads = []
+    for k, a in enumerate(recipe.leaves):
+        g = np.zeros_like(a)
+        for idx in np.ndindex(a.shape):
+            plus = [x.copy() for x in recipe.leaves]
+            minus = [x.copy() for x in recipe.leaves]
+            plus[k][idx] += eps
+            minus[k][idx] -= eps
+            g[idx] = (f(plus) - f(minus)) / (2 * eps)
+        grads.append(g)
+    return grads
+
+
+def as_array(grad, shape):
+    return np.zeros(shape) if grad is None else grad
+
+
+def grad_mismatches(got, want, rtol, atol, label):
+    return [f"{label}: leaf {k}: {g} vs {w}"
+            for k, (g, w) in enumerate(zip(got, want)) if not np.allclose(g, w, rtol=rtol, atol=atol)]
+
+
+SETTINGS = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@SETTINGS
+@given(recipes())
+def test_all_backward_orders_agree_with_central_differences(recipe):
+    reachable = reachable_leaves(recipe)
+    runs = {
+        "topo": lambda loss: mg.backward(loss, order="topo"),
+        "pending": lambda loss: mg.backward(loss, order="pending"),
+        "method-default": lambda loss: loss.backward(),
+    }
+    for seed in (0, 1, 12345):
+        runs[f"pending-shuffle-{seed}"] = lambda loss, s=seed: mg.backward(loss, order="pending", shuffle=s)
+    runs["pending-shuffle-Random"] = lambda loss: mg.backward(loss, order="pending", shuffle=random.Random(3))
+
+    want = numeric_grads(recipe)
+    results, problems = {}, []
+    for label, run in runs.items():
+        grads = grads_with(recipe, run)
+        for k, g in enumerate(grads):
+            if k in reachable:
+                assert g is not None, f"{label}: reachable leaf {k} has no grad"
+                assert g.shape == recipe.shape and g.dtype == np.float64
+        results[label] = [as_array(g, recipe.shape) for g in grads]
+        problems += grad_mismatches(results[label], want, rtol=1e-5, atol=1e-6, label=f"{label} vs numeric")
+
+    for label, grads in results.items():
+        problems += grad_mismatches(grads, results["pending"], rtol=1e-9, atol=1e-12,
+                                    label=f"{label} vs pending")
+    assert not problems, "\n".join(problems)
+
+
+@SETTINGS
+@given(recipes(), st.sampled_from([("topo", None), ("pending", None), ("pending", 0), ("pending", 7)]))
+def test_consuming_backward_steps_equals_backward(recipe, order_and_shuffle):
+    order, shuffle = order_and_shuffle
+    want = grads_with(recipe, lambda loss: mg.backward(loss, order=order, shuffle=shuffle))
+
+    steps = []
+    got = grads_with(recipe, lambda loss: steps.extend(mg.backward_steps(loss, order=order, shuffle=shuffle)))
+
+    for g, w in zip(got, want):
+        assert (g is None) == (w is None)
+        if g is not None:
+            np.testing.assert_allclose(g, w, rtol=1e-12, atol=0)
+    kinds = [s.kind for s in steps]
+    assert set(kinds) <= {"start", "apply", "accumulate", "pending", "ready", "done"}
+    assert kinds[0] == "start" and kinds[-1] == "done"
+
+
+@settings(max_examples=100, deadline=None)
+@given(recipes())
+def test_leaf_grads_accumulate_across_two_graphs(recipe):
+    once = grads_with(recipe, lambda loss: loss.backward())
+
+    leaves = [mg.create_leaf(a.copy(), requires_grad=True) for a in recipe.leaves]
+    for _ in range(2):
+        build_on(recipe, leaves)[1].backward()
+
+    for leaf, g in zip(leaves, once):
+        if g is None:
+            assert leaf.grad is None
+        else:
+            np.testing.assert_allclose(leaf.grad, 2 * g, rtol=1e-12, atol=1e-15)
+
+
+# --------------------------------------------------------------------------
+# explicit structural cases
+# --------------------------------------------------------------------------
+@pytest.mark.parametrize("order", ["pending", "topo"])
+def test_dead_branch_consumer_does_not_block_backward(order):
+    xv, wv = np.array([1.0, -2.0, 3.0]), np.array([0.5, 4.0, -1.5])
+    x = mg.create_leaf(xv, requires_grad=True)
+    w = mg.create_leaf(wv, requires_grad=True)
+    h = x * w
+    loss = h.sum()
+    other = (h * 3).mean()  # consumer of h that is never backpropagated
+    mg.backward(loss, order=order)
+    np.testing.assert_allclose(x.grad, wv)
+    np.testing.assert_allclose(w.grad, xv)
+    assert other.data == pytest.approx(np.mean(xv * wv * 3))
+
+
+def test_dead_branch_node_is_applied_once_and_unused_consumer_never():
+    x = mg.create_leaf(np.array([1.0, -2.0, 3.0]), requires_grad=True)
+    w = mg.create_leaf(np.array([0.5, 4.0, -1.5]), requires_grad=True)
+    h = x * w
+    loss = h.sum()
+    unused = h * 3
+    other = unused.mean()
+    applied = [s.node for s in mg.backward_steps(loss, order="pending") if s.kind == "apply"]
+    assert sum(node is h.grad_fn for node in applied) == 1
+    assert not any(node is unused.grad_fn or node is other.grad_fn for node in applied)
+    np.testing.assert_allclose(x.grad, w.data)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2, 3])
+def test_dead_branch_with_shuffled_pending_order(seed):
+    xv, wv = np.array([[1.0, -2.0, 3.0]]), np.array([[0.5], [4.0]])
+    x = mg.create_leaf(xv, requires_grad=True)
+    w = mg.create_leaf(wv, requires_grad=True)
+    h = (x * w).tanh()             # (2, 3), consumed three times below
+    loss = (h * h + h).sum()       # diamond through h
+    _unused = (h * 3).mean() + h.sum()
+    mg.backward(loss, order="pending", shuffle=seed)
+    t = np.tanh(xv * wv)
+    dh = (2 * t + 1) * (1 - t ** 2)
+    np.testing.assert_allclose(x.grad, (dh * wv).sum(axis=0, keepdims=True), rtol=1e-12)
+    np.testing.assert_allclose(w.grad, (dh * xv).sum(axis=1, keepdims=True), rtol=1e-12)
+
+
+@pytest.mark.parametrize("order", ["pending", "topo"])
+def test_node_reached_by_paths_of_different_length(order):
+    # h feeds the loss directly and through g = x + h: h must run after g sent its grad.
+    x = mg.create_leaf(np.zeros(3), requires_grad=True)
+    h = x * 2.0
+    g = x + h
+    mg.backward((h + g).sum(), order=order)   # loss = sum(5x)
+    np.testing.assert_array_equal(x.grad, [5.0, 5.0, 5.0])
+
+
+def test_diamond_x_plus_x_gives_gradient_two():
+    x = mg.create_leaf(np.array([1.0, 2.0, 3.0]), requires_grad=True)
+    (x + x).sum().backward(order="pending")
+    np.testing.assert_array_equal(x.grad, [2.0, 2.0, 2.0])
+
+
+def test_second_backward_through_consumed_graph_raises():
+    x = mg.create_leaf(np.array([1.0, 2.0]), requires_grad=True)
+    loss = (x * x).sum()
+    loss.backward()
+    with pytest.raises(mg.errors.BackwardError):
+        loss.backward()
