@@ -8,6 +8,7 @@
     w.grad
 """
 from . import check, errors
+from .arena import Arena, Block, Pool, StaleVariableError, current_allocator
 from .engine import Step, accumulate_grad, backward, backward_steps, topo_order
 from .function import AccumulateGrad, Function, register
 from .modes import is_debug, is_grad_enabled, no_grad, set_debug
@@ -19,10 +20,12 @@ from .variable import OPS, Variable, create_leaf
 __version__ = "0.1.0"
 
 __all__ = [
-    "Variable", "create_leaf", "Function", "register", "AccumulateGrad", "OPS",
+    "Variable", "create_leaf", "Arena", "Pool", "Block", "StaleVariableError", "current_allocator", "Function", "register", "AccumulateGrad", "OPS",
     "backward", "backward_steps", "Step", "accumulate_grad", "topo_order",
     "no_grad", "is_grad_enabled", "set_debug", "is_debug", "check", "errors",
     "add", "sub", "mul", "div", "neg", "pow", "exp", "log", "tanh", "sigmoid", "relu",
     "matmul", "linear", "sum", "mean", "max", "reshape", "transpose", "broadcast_to",
     "concat", "stack", "getitem", "softmax", "log_softmax", "cross_entropy", "mse",
 ]
+
+from . import data, nn, optim  # noqa: E402  (layers, optimisers, datasets, on the API above)

@@ -19,6 +19,7 @@ from typing import Iterator, NamedTuple
 
 import numpy as np
 
+from .arena import Pool, stale_error
 from .errors import AnomalyError, BackwardError, InvariantError, ShapeError
 from .kernels import sum_to_shape
 from .modes import _debug, modes
@@ -57,20 +58,39 @@ def accumulate_grad(variable, grad) -> bool:
                 f"gradient of the input's shape or of a shape it broadcasts to. Fix the backward of "
                 f"the op that consumed this variable.")
         grad = reduced
-    if grad.dtype != data.dtype:
-        grad = grad.astype(data.dtype)
     node = variable.grad_fn
     if node is None:
         if variable._grad is None:
-            variable._grad = np.array(grad, dtype=data.dtype)   # own copy: grads may alias each other
+            buffer = variable._grad_buffer
+            if buffer is None:   # own copy: the grads backward returns may alias each other
+                buffer = variable._grad_buffer = np.array(grad, dtype=data.dtype)
+            else:                # reuse the array zero_grad() kept
+                np.copyto(buffer, grad, casting="same_kind")
+            variable._grad = buffer
             return True
-        variable._grad += grad
+        np.add(variable._grad, grad, out=variable._grad, casting="same_kind")
         return False
-    if node.grad_output is None:
+    if grad.dtype is not data.dtype and grad.dtype != data.dtype:   # `is`: the cheap common case
+        grad = grad.astype(data.dtype)
+    pool = None if node._block is None else _pool_of(node)
+    old = node.grad_output
+    if old is None:
         node.grad_output = grad
+        if pool is not None:
+            pool.retain(grad)
         return True
-    node.grad_output = node.grad_output + grad   # out of place: grad arrays may be shared views
+    # out of place: grad arrays may be shared views (add hands grad_output to both parents)
+    node.grad_output = np.add(old, grad, out=node.buffer(old, grad, kind="grad"))
+    if pool is not None:
+        pool.retain(node.grad_output)
+        pool.release(old)
     return False
+
+
+def _pool_of(node):
+    """The Pool a node was recorded on (its memory is freed by use counts), or None."""
+    block = node._block
+    return block.allocator if block is not None and type(block.allocator) is Pool else None
 
 
 def topo_order(root) -> list:
@@ -179,6 +199,9 @@ def _apply(node, ready, reached, steps) -> None:
     grad_output = node.grad_output
     if node.released:
         raise _consumed(node)
+    block = node._block   # None unless the node was recorded inside an arena or pool scope
+    if block is not None and not block.alive:
+        raise stale_error(f"The graph of {node.name} (needed by backward)", block)
     if _debug[0] and grad_output is None:
         raise InvariantError(f"{node.name}: applied before its output gradient arrived "
                              f"(scheduler bug: a node runs only after a consumer sent a gradient).")
@@ -193,6 +216,7 @@ def _apply(node, ready, reached, steps) -> None:
         _check_finite(node, grads)
     if steps is not None:
         steps.append(Step("apply", node, grad=grad_output))
+    saved = node.saved_tensors
     node.release()
     for parent, grad in zip(inputs, grads):
         if not parent.requires_grad:
@@ -211,16 +235,23 @@ def _apply(node, ready, reached, steps) -> None:
             continue
         if first and reached is not None:
             reached.append(fn)
-        fn.pending_count -= 1
+        count = fn.pending_count = fn.pending_count - 1
         if steps is not None:
-            steps.append(Step("pending", fn, parent, pending_count=fn.pending_count))
-        if fn.pending_count == 0:
+            steps.append(Step("pending", fn, parent, pending_count=count))
+        if count == 0:
             ready.append(fn)
             if steps is not None:
                 steps.append(Step("ready", fn, parent, pending_count=0))
-        elif fn.pending_count < 0 and _debug[0]:
-            raise InvariantError(f"{fn.name}: pending_count went negative ({fn.pending_count}); "
-                                 f"it must equal the number of consumers recorded in forward.")
+        elif count < 0 and _debug[0]:
+            raise InvariantError(f"{fn.name}: pending_count went negative ({count}); it must "
+                                 f"equal the number of consumers recorded in forward.")
+    pool = None if block is None else _pool_of(node)
+    if pool is not None:   # use counts: free what no node still needs (design E)
+        pool.release(grad_output)
+        for array in saved:
+            pool.release(array)
+        for grad in grads:
+            pool.free_if_unused(grad)
 
 
 def _check_loss(loss):

@@ -11,14 +11,14 @@ from __future__ import annotations
 
 import itertools
 import os
-import threading
 import traceback
 
 import numpy as np
 
+from .arena import BUFFER_OWNERS, Pool, stale_error
 from .errors import DtypeError, MinigradError, ShapeError
 from .modes import modes
-from .variable import OPS, Variable
+from .variable import OPS, Variable, _describe
 
 _creation_counter = itertools.count()
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
@@ -36,8 +36,8 @@ def register(name: str):
 class Function:
     """Base class of ops; an instance is one node of the graph (PyTorch calls it a grad_fn)."""
 
-    __slots__ = ("inputs", "saved_tensors", "pending_count", "grad_output",
-                 "seq", "released", "_locked", "__dict__", "__weakref__")
+    __slots__ = ("inputs", "saved_tensors", "pending_count", "grad_output", "seq", "released",
+                 "_locked", "_block", "_last_buffer", "__dict__", "__weakref__")
     name = "function"
     # What the op requires of shapes, quoted when numpy rejects them (subclasses refine it).
     shape_rule = "inputs broadcast numpy-style: shapes are aligned from the right and each pair " \
@@ -56,6 +56,33 @@ class Function:
         """Keep arrays backward will need. While the graph lives, they are read-only."""
         self.saved_tensors = arrays
 
+    def buffer(self, *like, shape=None, dtype=None, kind: str | None = None,
+               floating: bool = False):
+        """Where an op writes a result: an array on the current arena or pool, or None.
+
+        Ops pass it as numpy's out= (np.add(a, b, out=ctx.buffer(a, b))): with no arena in scope
+        it is None and numpy allocates as usual, so eager code pays one call and nothing more.
+        shape defaults to numpy's broadcasting of `like` (or is a function of them), dtype to
+        numpy's promotion of them (a float type when floating=True, for exp, log, ...), and kind
+        to "activation" in forward and "grad" in backward.
+        """
+        allocator = modes.allocator
+        if allocator is None:
+            return None
+        if shape is None:
+            shape = np.broadcast_shapes(*[np.shape(a) for a in like])
+        elif callable(shape):
+            shape = shape(*like)
+        if dtype is None:
+            dtype = np.result_type(*like)
+            if floating and dtype.kind != "f":
+                dtype = np.dtype(np.float64)
+        if kind is None:
+            kind = "grad" if getattr(self, "grad_output", None) is not None else "activation"
+        array, block = allocator._alloc(shape, dtype, kind, self.name)
+        self._last_buffer = (array, block)
+        return array
+
     @classmethod
     def apply(cls, *inputs, **params) -> Variable:
         """Run the op on Variables (or constants) and record it in the graph when needed."""
@@ -64,6 +91,8 @@ class Function:
             if not isinstance(x, Variable):
                 variables = _as_variables(inputs, cls.name)
                 break
+            if x._block is not None and not x._block.alive:
+                raise stale_error(f"{cls.name}: input {_describe(x)}", x._block)
         node = cls()
         node.inputs = variables
         node.saved_tensors = ()
@@ -87,8 +116,12 @@ class Function:
             raise cls.shape_error([v.shape for v in variables], params, exc) from None
         if type(out) is not np.ndarray:
             out = np.asarray(out)   # 0-d results come back as numpy scalars
+        allocator = modes.allocator
+        block = None
+        if allocator is not None:
+            out, block = _place(node, out, variables, allocator)
         if not (requires_grad and modes.grad_enabled):
-            return Variable(out)
+            return Variable(out, False, None, None, block)
         node.pending_count = 0
         node.grad_output = None
         node.released = False
@@ -99,9 +132,12 @@ class Function:
                 parent.pending_count += 1
         guarded = _writable_by_user(node.saved_tensors, variables) if node.saved_tensors else ()
         node._locked = _SavedLock(guarded) if guarded else None
+        node._block = None
+        if allocator is not None:
+            node._block = _record_node(node, allocator)
         if modes.anomaly:
             node.created_at = _creation_site()
-        return Variable(out, True, node)
+        return Variable(out, True, node, None, block)
 
     @property
     def needs_input_grad(self) -> tuple:
@@ -161,6 +197,32 @@ def _accumulate_node(variable: Variable) -> AccumulateGrad:
     return variable._accumulate
 
 
+def _place(node, out: np.ndarray, inputs: tuple, allocator):
+    """Find (or make) the block that holds an op's output on the current allocator."""
+    last = getattr(node, "_last_buffer", None)
+    if last is not None and last[0] is out:
+        return out, last[1]                          # written in place through ctx.buffer
+    for v in inputs:                                 # a view of an input (reshape, slicing)
+        if v._block is not None and out.base is not None and out.base is v._data.base \
+                and np.may_share_memory(out, v._data):
+            return out, v._block
+    # The op could not write into the arena directly: copy its result there (ops on the hot
+    # path use ctx.buffer, so this is the fallback, not the rule).
+    placed, block = allocator._alloc(out.shape, out.dtype, "activation", node.name)
+    placed[...] = out
+    return placed, block
+
+
+def _record_node(node, allocator):
+    """Reserve the node's stand-in record (see Arena) and, on a pool, retain what it saved."""
+    nbytes = 32 + 8 * (len(node.inputs) + len(node.saved_tensors))
+    block = allocator._alloc((nbytes,), np.uint8, "node", node.name)[1]
+    if isinstance(allocator, Pool):
+        for array in node.saved_tensors:
+            allocator.retain(array)
+    return block
+
+
 def _as_variables(inputs: tuple, op_name: str) -> tuple:
     return tuple(v if isinstance(v, Variable) else _constant(v, inputs, op_name) for v in inputs)
 
@@ -192,81 +254,64 @@ def _numeric(value, op_name: str) -> np.ndarray:
 
 # -- saved arrays are read-only while a graph needs them ------------------------------------------
 # Writing into a saved array would silently change the gradient. An op's own output can only be
-# reached through Variable.data, which hands it out read-only, so the arrays to guard are those a
-# user holds: the data of leaf inputs (parameters, batches, constants) and views, which may alias
-# them. apply() clears their writeable flag and release() (or the node's finaliser) restores it.
-# A count per array lets several live graphs share one; a view is locked with its base, since a
-# write through either changes both.
+# reached through Variable.data, which hands it out read-only, and arena or pool memory is only
+# written by minigrad, so the arrays to guard are those a user holds: the data of leaf inputs
+# (parameters, batches, constants), and the arrays that views point into. apply() clears their
+# writeable flag and release() (or the garbage collector, for a graph dropped without backward)
+# restores it. A count per array lets several live graphs share one. The counts are not locked
+# against threads: threads that record graphs at the same time must not share leaf arrays.
 _locks: dict = {}            # id(array) -> [array, count, was_writeable]
-_locks_guard = threading.Lock()
 
 
 def _writable_by_user(saved: tuple, inputs: tuple) -> tuple:
-    """The saved arrays a user could write into: leaf inputs' data, and views (which may alias it)."""
-    guarded = []
+    """The user-held arrays behind saved: leaf inputs' data, and the bases of views."""
+    guarded = ()
     for array in saved:
         if not isinstance(array, np.ndarray):
             continue
-        if array.base is not None:
-            guarded.append(array)
+        base = array.base
+        if base is not None:
+            if id(base) not in BUFFER_OWNERS:
+                guarded += (base,)
             continue
         for v in inputs:
-            if v._data is array and v.grad_fn is None:
-                guarded.append(array)
+            if v._data is array:
+                if v.grad_fn is None:
+                    guarded += (array,)
                 break
-    return tuple(guarded)
+    return guarded
 
 
 class _SavedLock:
-    """The locks one node holds. Released by backward, or by the garbage collector when a graph
-    is dropped without backward (so its arrays do not stay read-only forever)."""
+    """The arrays one node keeps read-only; released by backward or when the graph is dropped."""
 
     __slots__ = ("arrays",)
 
     def __init__(self, arrays: tuple):
         self.arrays = arrays
-        _lock(arrays)
+        for array in arrays:
+            entry = _locks.get(id(array))
+            if entry is None:
+                writeable = array.flags.writeable
+                _locks[id(array)] = [array, 1, writeable]
+                if writeable:
+                    array.flags.writeable = False
+            else:
+                entry[1] += 1
 
     def release(self) -> None:
         arrays, self.arrays = self.arrays, ()
-        if arrays and _locks is not None:   # _locks is None during interpreter shutdown
-            _unlock(arrays)
+        if _locks is None:   # interpreter shutdown
+            return
+        for array in arrays:
+            entry = _locks[id(array)]
+            entry[1] -= 1
+            if entry[1] == 0:
+                del _locks[id(array)]
+                if entry[2]:
+                    array.flags.writeable = True
 
     __del__ = release
-
-
-def _lock(arrays: tuple) -> None:
-    with _locks_guard:
-        for array in arrays:
-            while isinstance(array, np.ndarray):
-                entry = _locks.get(id(array))
-                if entry is None:
-                    writeable = array.flags.writeable
-                    _locks[id(array)] = [array, 1, writeable]
-                    if writeable:
-                        array.flags.writeable = False
-                else:
-                    entry[1] += 1
-                array = array.base
-
-
-def _unlock(arrays: tuple) -> None:
-    with _locks_guard:
-        for array in arrays:
-            chain = []
-            while isinstance(array, np.ndarray):
-                chain.append(array)
-                array = array.base
-            for array in reversed(chain):   # a view can be made writeable only after its base
-                entry = _locks[id(array)]
-                entry[1] -= 1
-                if entry[1] == 0:
-                    del _locks[id(array)]
-                    if entry[2]:
-                        try:
-                            array.flags.writeable = True
-                        except ValueError:   # its base is still locked by another graph
-                            pass
 
 
 def _creation_site() -> str:

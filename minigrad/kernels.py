@@ -27,26 +27,36 @@ def sum_to_shape(grad: np.ndarray, shape: tuple) -> np.ndarray:
     return grad if grad.shape == shape else None
 
 
-def softmax(x: np.ndarray, axis: int) -> np.ndarray:
+def softmax(x: np.ndarray, axis: int, out=None) -> np.ndarray:
     """exp(x - max) / sum(exp(x - max)): subtracting the max keeps exp from overflowing."""
-    shifted = np.exp(x - x.max(axis=axis, keepdims=True))
-    return shifted / shifted.sum(axis=axis, keepdims=True)
+    y = np.subtract(x, x.max(axis=axis, keepdims=True), out=out)
+    np.exp(y, out=y)
+    y /= y.sum(axis=axis, keepdims=True)
+    return y
 
 
-def log_softmax(x: np.ndarray, axis: int) -> np.ndarray:
+def log_softmax(x: np.ndarray, axis: int, out=None) -> np.ndarray:
     """x - logsumexp(x), computed stably."""
-    shifted = x - x.max(axis=axis, keepdims=True)
-    return shifted - np.log(np.exp(shifted).sum(axis=axis, keepdims=True))
+    y = np.subtract(x, x.max(axis=axis, keepdims=True), out=out)
+    y -= np.log(np.exp(y).sum(axis=axis, keepdims=True))
+    return y
 
 
-def softmax_backward(y: np.ndarray, grad_output: np.ndarray, axis: int) -> np.ndarray:
+def softmax_backward(y: np.ndarray, grad_output: np.ndarray, axis: int, out=None) -> np.ndarray:
     """d softmax: y * (g - sum(g * y))."""
-    return y * (grad_output - (grad_output * y).sum(axis=axis, keepdims=True))
+    grad = np.multiply(grad_output, y, out=out)
+    total = grad.sum(axis=axis, keepdims=True)
+    np.subtract(grad_output, total, out=grad)
+    grad *= y
+    return grad
 
 
-def log_softmax_backward(y: np.ndarray, grad_output: np.ndarray, axis: int) -> np.ndarray:
+def log_softmax_backward(y: np.ndarray, grad_output: np.ndarray, axis: int, out=None) -> np.ndarray:
     """d log_softmax: g - softmax(x) * sum(g), with softmax(x) = exp(y)."""
-    return grad_output - np.exp(y) * grad_output.sum(axis=axis, keepdims=True)
+    grad = np.exp(y, out=out)
+    grad *= grad_output.sum(axis=axis, keepdims=True)
+    np.subtract(grad_output, grad, out=grad)
+    return grad
 
 
 def max_backward(x: np.ndarray, y_keepdims: np.ndarray, grad_keepdims: np.ndarray, axis) -> np.ndarray:
@@ -55,14 +65,37 @@ def max_backward(x: np.ndarray, y_keepdims: np.ndarray, grad_keepdims: np.ndarra
     return mask * (grad_keepdims / mask.sum(axis=axis, keepdims=True))
 
 
-def matmul_backward(a: np.ndarray, b: np.ndarray, grad_output: np.ndarray, need_a: bool, need_b: bool):
+def matmul_shape(a: np.ndarray, b: np.ndarray) -> tuple:
+    """The shape of a @ b (numpy's rules: 1-D promotion, broadcast batch axes)."""
+    a_shape = (1,) + a.shape if a.ndim == 1 else a.shape
+    b_shape = b.shape + (1,) if b.ndim == 1 else b.shape
+    batch = np.broadcast_shapes(a_shape[:-2], b_shape[:-2])
+    shape = batch + (a_shape[-2], b_shape[-1])
+    if a.ndim == 1:
+        shape = shape[:-2] + shape[-1:]
+    if b.ndim == 1:
+        shape = shape[:-1]
+    return shape
+
+
+def _no_buffer(shape, dtype):
+    return None
+
+
+def matmul_backward(a: np.ndarray, b: np.ndarray, grad_output: np.ndarray, need_a: bool,
+                    need_b: bool, buffer=_no_buffer):
     """dA = G @ B^T, dB = A^T @ G, with numpy's 1-D promotion rules undone.
 
-    The results keep any broadcast batch axes; accumulate_grad sums them away.
+    buffer(shape, dtype) may supply out= arrays for the plain 2-D case. The results keep any
+    broadcast batch axes; accumulate_grad sums them away.
     """
+    g = grad_output
+    if a.ndim == 2 and b.ndim == 2:   # the common case (layers), written straight into buffers
+        grad_a = np.matmul(g, b.T, out=buffer(a.shape, np.result_type(g, b))) if need_a else None
+        grad_b = np.matmul(a.T, g, out=buffer(b.shape, np.result_type(a, g))) if need_b else None
+        return grad_a, grad_b
     a2 = a[None, :] if a.ndim == 1 else a            # (n,) acts as a row (1, n)
     b2 = b[:, None] if b.ndim == 1 else b            # (n,) acts as a column (n, 1)
-    g = grad_output
     if a.ndim == 1:
         g = np.expand_dims(g, -2)
     if b.ndim == 1:

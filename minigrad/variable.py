@@ -15,7 +15,9 @@ import warnings
 import numpy as np
 
 from . import engine
+from .arena import stale_error
 from .errors import DtypeError, InplaceError, NonLeafGradWarning
+from .modes import modes
 
 OPS: dict = {}   # op name -> Function subclass, filled by minigrad/ops via function.register
 
@@ -23,22 +25,32 @@ OPS: dict = {}   # op name -> Function subclass, filled by minigrad/ops via func
 class Variable:
     """An array plus what autograd needs to know about it."""
 
-    __slots__ = ("_data", "_grad", "requires_grad", "grad_fn", "name", "_accumulate", "__weakref__")
+    __slots__ = ("_data", "_grad", "requires_grad", "grad_fn", "name", "_accumulate", "_block",
+                 "_grad_buffer", "__weakref__")
     __array_ufunc__ = None   # numpy_array + variable defers to Variable.__radd__ instead of looping
 
-    def __init__(self, data: np.ndarray, requires_grad: bool = False, grad_fn=None, name=None):
+    def __init__(self, data: np.ndarray, requires_grad: bool = False, grad_fn=None, name=None,
+                 block=None):
         self._data = data
         self._grad = None
         self.requires_grad = requires_grad
         self.grad_fn = grad_fn
         self.name = name
         self._accumulate = None
+        self._block = block          # the arena/pool block holding data; None on the heap
+        self._grad_buffer = None     # a leaf's gradient array, kept across zero_grad()
+
+    def _check_alive(self) -> None:
+        block = self._block
+        if block is not None and not block.alive:
+            raise stale_error(_describe(self), block)
 
     # -- what it is ---------------------------------------------------------------------------
     @property
     def data(self) -> np.ndarray:
         """The values. A leaf's array is yours to update (after backward); an op's output belongs
         to its graph and is handed out read-only: copy it with .numpy() to change it."""
+        self._check_alive()
         if self.grad_fn is None:
             return self._data
         view = self._data.view()
@@ -83,6 +95,8 @@ class Variable:
                 f"with backward_steps() (or the BackwardStepper widget) and read the 'accumulate' "
                 f"events, or make the value a leaf.", NonLeafGradWarning, stacklevel=2)
             return None
+        if self._grad is not None:
+            self._check_alive()
         return self._grad
 
     @grad.setter
@@ -102,10 +116,15 @@ class Variable:
     # -- autograd -----------------------------------------------------------------------------
     def backward(self, order: str = "pending", *, shuffle=None) -> None:
         """Compute d self / d leaf for every leaf that requires grad (see minigrad.backward)."""
+        self._check_alive()
         engine.backward(self, order, shuffle=shuffle)
 
     def zero_grad(self) -> None:
-        """Forget the accumulated gradient (the next backward writes afresh)."""
+        """Forget the accumulated gradient: .grad reads None until the next backward writes it.
+
+        The gradient array is kept and the next backward writes into it again, so a training
+        loop allocates no new gradient memory per step. Copy a gradient you want to keep.
+        """
         self._grad = None
 
     def detach(self) -> "Variable":
@@ -113,6 +132,7 @@ class Variable:
         return Variable(self.data, False, None, self.name)   # .data is read-only for op outputs
 
     def item(self) -> float:
+        self._check_alive()
         if self._data.size != 1:
             raise ValueError(f"item() needs a single value; {_describe(self)} has shape "
                              f"{self._data.shape}. Reduce it (sum, mean) or index it first.")
@@ -120,6 +140,7 @@ class Variable:
 
     def numpy(self) -> np.ndarray:
         """A copy of the data: safe to keep after the graph (or its arena) is gone."""
+        self._check_alive()
         return self._data.copy()
 
     # -- operators: each looks its op up by name ----------------------------------------------
@@ -239,30 +260,38 @@ class Variable:
 
     def __repr__(self) -> str:
         parts = [f"shape={self._data.shape}", f"dtype={self._data.dtype}"]
+        if self._block is not None and not self._block.alive:
+            parts.append(f"STALE: its {type(self._block.allocator).__name__.lower()} "
+                         f"{self._block.allocator.name!r} was popped")
         if self.name:
             parts.insert(0, f"name={self.name!r}")
         if self.grad_fn is not None:
             parts.append(f"grad_fn=<{self.grad_fn.name}>")
         elif self.requires_grad:
             parts.append("requires_grad=True")
-        if self._data.size <= 8:
+        if self._data.size <= 8 and "STALE" not in parts[-1]:
             parts.append("data=" + np.array2string(self._data, precision=4, separator=", ")
                          .replace("\n", ""))
         return f"Variable({', '.join(parts)})"
 
 
-def create_leaf(data, requires_grad: bool = False, *, name: str | None = None,
-                dtype=None) -> Variable:
+def create_leaf(data, requires_grad: bool = False, *, name: str | None = None, dtype=None,
+                arena=None) -> Variable:
     """Wrap data as a leaf Variable: a parameter if requires_grad, else data.
 
     The data is copied (like torch.tensor), so the graph never shares memory with an array you
     keep; float32 stays float32 and Python lists of floats become float64 unless dtype= says
     otherwise. Parameters need a float dtype: integers have no gradient.
+
+    Where the copy lives: on `arena` if given (an Arena or Pool; a parameter's gradient buffer
+    goes there too), else on the allocator of the current scope (batch data inside
+    `with graph.scope():`), else on the ordinary heap. Create parameters outside batch scopes, or
+    pass arena=perm_arena: a leaf made inside a scope goes stale when the scope ends.
     """
     if isinstance(data, Variable):
-        data = data._data
+        data = data.data
     try:
-        array = np.array(data, dtype=dtype)
+        array = np.asarray(data, dtype=dtype)
     except (TypeError, ValueError) as exc:
         raise DtypeError(f"create_leaf: cannot make a numeric array from {type(data).__name__} "
                          f"({exc}). Pass a number, a (nested) list of numbers or a numpy array."
@@ -275,7 +304,17 @@ def create_leaf(data, requires_grad: bool = False, *, name: str | None = None,
             f"create_leaf(requires_grad=True): data of dtype {array.dtype} cannot have a gradient; "
             f"gradients need floating point numbers. Fix: pass float data, e.g. "
             f"create_leaf(data, requires_grad=True, dtype=np.float32).")
-    return Variable(array, bool(requires_grad), None, name)
+    allocator = arena if arena is not None else modes.allocator
+    if allocator is None:
+        return Variable(array.copy(), bool(requires_grad), None, name)
+    kind = "param" if requires_grad else "input"
+    copy, block = allocator._alloc(array.shape, array.dtype, kind, name)
+    copy[...] = array
+    leaf = Variable(copy, bool(requires_grad), None, name, block)
+    if requires_grad:
+        leaf._grad_buffer = allocator._alloc(array.shape, array.dtype, "grad",
+                                             f"{name or 'param'}.grad")[0]
+    return leaf
 
 
 def _describe(variable: Variable) -> str:

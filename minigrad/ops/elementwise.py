@@ -13,7 +13,7 @@ class Add(Function):
     """z = a + b; saves nothing: dz/da = dz/db = 1."""
     @staticmethod
     def forward(ctx, a, b):
-        return a + b
+        return np.add(a, b, out=ctx.buffer(a, b))
 
     @staticmethod
     def backward(ctx, grad_output):
@@ -25,11 +25,11 @@ class Sub(Function):
     """z = a - b"""
     @staticmethod
     def forward(ctx, a, b):
-        return a - b
+        return np.subtract(a, b, out=ctx.buffer(a, b))
 
     @staticmethod
     def backward(ctx, grad_output):
-        return grad_output, -grad_output
+        return grad_output, np.negative(grad_output, out=ctx.buffer(grad_output))
 
 
 @register("mul")
@@ -38,12 +38,13 @@ class Mul(Function):
     @staticmethod
     def forward(ctx, a, b):
         ctx.save_for_backward(a, b)
-        return a * b
+        return np.multiply(a, b, out=ctx.buffer(a, b))
 
     @staticmethod
     def backward(ctx, grad_output):
         a, b = ctx.saved_tensors
-        return grad_output * b, grad_output * a
+        return (np.multiply(grad_output, b, out=ctx.buffer(grad_output, b)),
+                np.multiply(grad_output, a, out=ctx.buffer(grad_output, a)))
 
 
 @register("div")
@@ -52,13 +53,15 @@ class Div(Function):
     @staticmethod
     def forward(ctx, a, b):
         ctx.save_for_backward(a, b)
-        return a / b
+        return np.divide(a, b, out=ctx.buffer(a, b, floating=True))
 
     @staticmethod
     def backward(ctx, grad_output):
         a, b = ctx.saved_tensors
-        grad_a = grad_output / b
-        return grad_a, -grad_a * a / b
+        grad_a = np.divide(grad_output, b, out=ctx.buffer(grad_output, b))
+        grad_b = np.multiply(grad_a, a, out=ctx.buffer(grad_a, a))
+        grad_b /= b
+        return grad_a, np.negative(grad_b, out=grad_b)
 
 
 @register("neg")
@@ -66,11 +69,11 @@ class Neg(Function):
     """z = -a"""
     @staticmethod
     def forward(ctx, a):
-        return -a
+        return np.negative(a, out=ctx.buffer(a))
 
     @staticmethod
     def backward(ctx, grad_output):
-        return -grad_output
+        return np.negative(grad_output, out=ctx.buffer(grad_output))
 
 
 @register("pow")
@@ -86,13 +89,13 @@ class Pow(Function):
             exponent = exponent.item()   # a numpy scalar would upcast float32 (numpy 2 rules)
         ctx.exponent = exponent
         ctx.save_for_backward(a)
-        return a ** exponent
+        return np.power(a, exponent, out=ctx.buffer(a, exponent))
 
     @staticmethod
     def backward(ctx, grad_output):
         (a,) = ctx.saved_tensors
         p = ctx.exponent
-        return grad_output * (p * a ** (p - 1))
+        return np.multiply(grad_output, p * a ** (p - 1), out=ctx.buffer(grad_output, a))
 
 
 @register("exp")
@@ -100,14 +103,14 @@ class Exp(Function):
     """z = e^a; dz/da = z, so the output is saved, not the input."""
     @staticmethod
     def forward(ctx, a):
-        z = np.exp(a)
+        z = np.exp(a, out=ctx.buffer(a, floating=True))
         ctx.save_for_backward(z)
         return z
 
     @staticmethod
     def backward(ctx, grad_output):
         (z,) = ctx.saved_tensors
-        return grad_output * z
+        return np.multiply(grad_output, z, out=ctx.buffer(grad_output, z))
 
 
 @register("log")
@@ -116,12 +119,12 @@ class Log(Function):
     @staticmethod
     def forward(ctx, a):
         ctx.save_for_backward(a)
-        return np.log(a)
+        return np.log(a, out=ctx.buffer(a, floating=True))
 
     @staticmethod
     def backward(ctx, grad_output):
         (a,) = ctx.saved_tensors
-        return grad_output / a
+        return np.divide(grad_output, a, out=ctx.buffer(grad_output, a))
 
 
 @register("tanh")
@@ -129,14 +132,17 @@ class Tanh(Function):
     """z = tanh a; dz/da = 1 - z^2."""
     @staticmethod
     def forward(ctx, a):
-        z = np.tanh(a)
+        z = np.tanh(a, out=ctx.buffer(a, floating=True))
         ctx.save_for_backward(z)
         return z
 
     @staticmethod
     def backward(ctx, grad_output):
         (z,) = ctx.saved_tensors
-        return grad_output * (1 - z * z)
+        grad = np.multiply(z, z, out=ctx.buffer(grad_output, z))
+        np.subtract(1, grad, out=grad)
+        grad *= grad_output
+        return grad
 
 
 @register("sigmoid")
@@ -144,14 +150,20 @@ class Sigmoid(Function):
     """z = 1 / (1 + e^-a); dz/da = z (1 - z)."""
     @staticmethod
     def forward(ctx, a):
-        z = 1 / (1 + np.exp(-a))
+        z = np.negative(a, out=ctx.buffer(a, floating=True))
+        np.exp(z, out=z)
+        z += 1
+        np.divide(1, z, out=z)
         ctx.save_for_backward(z)
         return z
 
     @staticmethod
     def backward(ctx, grad_output):
         (z,) = ctx.saved_tensors
-        return grad_output * z * (1 - z)
+        grad = np.subtract(1, z, out=ctx.buffer(grad_output, z))
+        grad *= z
+        grad *= grad_output
+        return grad
 
 
 @register("relu")
@@ -160,12 +172,13 @@ class Relu(Function):
     @staticmethod
     def forward(ctx, a):
         ctx.save_for_backward(a)
-        return np.maximum(a, 0)
+        return np.maximum(a, 0, out=ctx.buffer(a))
 
     @staticmethod
     def backward(ctx, grad_output):
         (a,) = ctx.saved_tensors
-        return grad_output * (a > 0)
+        mask = np.greater(a, 0, out=ctx.buffer(a, dtype=bool))
+        return np.multiply(grad_output, mask, out=ctx.buffer(grad_output, a))
 
 
 def add(a, b):

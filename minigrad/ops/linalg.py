@@ -1,8 +1,10 @@
 """Matrix products."""
 from __future__ import annotations
 
+import numpy as np
+
 from ..function import Function, register
-from ..kernels import matmul_backward
+from ..kernels import matmul_backward, matmul_shape
 
 _MATMUL_RULE = ("matmul contracts the last axis of a with the second-to-last axis of b: "
                 "(..., n, k) @ (..., k, m) -> (..., n, m); a 1-D operand acts as a row (left) or a "
@@ -18,13 +20,13 @@ class MatMul(Function):
     @staticmethod
     def forward(ctx, a, b):
         ctx.save_for_backward(a, b)
-        return a @ b
+        return np.matmul(a, b, out=ctx.buffer(a, b, shape=matmul_shape))
 
     @staticmethod
     def backward(ctx, grad_output):
         a, b = ctx.saved_tensors
         need_a, need_b = ctx.needs_input_grad
-        return matmul_backward(a, b, grad_output, need_a, need_b)
+        return matmul_backward(a, b, grad_output, need_a, need_b, _grad_buffer(ctx))
 
 
 @register("linear")
@@ -36,7 +38,7 @@ class Linear(Function):
     @staticmethod
     def forward(ctx, x, weight, bias=None):
         ctx.save_for_backward(x, weight)
-        y = x @ weight
+        y = np.matmul(x, weight, out=ctx.buffer(x, weight, shape=matmul_shape))
         if bias is not None:
             y += bias   # y is a fresh array, so adding in place is safe and saves a copy
         return y
@@ -45,10 +47,14 @@ class Linear(Function):
     def backward(ctx, grad_output):
         x, weight = ctx.saved_tensors
         need_x, need_w = ctx.needs_input_grad[:2]
-        grad_x, grad_w = matmul_backward(x, weight, grad_output, need_x, need_w)
+        grad_x, grad_w = matmul_backward(x, weight, grad_output, need_x, need_w, _grad_buffer(ctx))
         if len(ctx.needs_input_grad) == 2:
             return grad_x, grad_w
         return grad_x, grad_w, grad_output
+
+
+def _grad_buffer(ctx):
+    return lambda shape, dtype: ctx.buffer(shape=shape, dtype=dtype)
 
 
 def matmul(a, b):

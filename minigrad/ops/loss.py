@@ -16,7 +16,7 @@ class Softmax(Function):
 
     @staticmethod
     def forward(ctx, a, axis=-1):
-        z = kernels.softmax(a, axis)
+        z = kernels.softmax(a, axis, out=ctx.buffer(a, floating=True))
         ctx.axis = axis
         ctx.save_for_backward(z)
         return z
@@ -24,7 +24,7 @@ class Softmax(Function):
     @staticmethod
     def backward(ctx, grad_output):
         (z,) = ctx.saved_tensors
-        return kernels.softmax_backward(z, grad_output, ctx.axis)
+        return kernels.softmax_backward(z, grad_output, ctx.axis, out=ctx.buffer(grad_output, z))
 
 
 @register("log_softmax")
@@ -35,7 +35,7 @@ class LogSoftmax(Function):
 
     @staticmethod
     def forward(ctx, a, axis=-1):
-        z = kernels.log_softmax(a, axis)
+        z = kernels.log_softmax(a, axis, out=ctx.buffer(a, floating=True))
         ctx.axis = axis
         ctx.save_for_backward(z)
         return z
@@ -43,7 +43,8 @@ class LogSoftmax(Function):
     @staticmethod
     def backward(ctx, grad_output):
         (z,) = ctx.saved_tensors
-        return kernels.log_softmax_backward(z, grad_output, ctx.axis)
+        return kernels.log_softmax_backward(z, grad_output, ctx.axis,
+                                            out=ctx.buffer(grad_output, z))
 
 
 @register("cross_entropy")
@@ -55,16 +56,18 @@ class CrossEntropy(Function):
         _check_targets(logits, targets)
         n = logits.shape[0]
         log_probs = kernels.log_softmax(logits, 1)
-        ctx.save_for_backward(np.exp(log_probs), targets)
+        probs = np.exp(log_probs, out=ctx.buffer(logits, floating=True, kind="saved"))
+        ctx.save_for_backward(probs, targets)
         return -log_probs[np.arange(n), targets].mean()
 
     @staticmethod
     def backward(ctx, grad_output):
         probs, targets = ctx.saved_tensors
         n = probs.shape[0]
-        grad = probs.copy()
-        grad[np.arange(n), targets] -= 1
-        return grad * (grad_output / n), None
+        scale = grad_output / n
+        grad = np.multiply(probs, scale, out=ctx.buffer(probs, scale))
+        grad[np.arange(n), targets] -= scale
+        return grad, None
 
 
 @register("mse")
@@ -74,15 +77,15 @@ class MSE(Function):
 
     @staticmethod
     def forward(ctx, pred, target):
-        diff = pred - target
+        diff = np.subtract(pred, target, out=ctx.buffer(pred, target, kind="saved"))
         ctx.save_for_backward(diff)
         return (diff * diff).mean()
 
     @staticmethod
     def backward(ctx, grad_output):
         (diff,) = ctx.saved_tensors
-        grad = diff * (2 * grad_output / diff.size)
-        return grad, -grad
+        grad = np.multiply(diff, 2 * grad_output / diff.size, out=ctx.buffer(diff))
+        return grad, np.negative(grad, out=ctx.buffer(grad))
 
 
 def _check_targets(logits: np.ndarray, targets: np.ndarray) -> None:

@@ -1,0 +1,276 @@
+"""Where arrays live: Arena (a bump allocator over numpy byte buffers) and Pool (size-class free
+lists), both with a ledger of blocks that is the memory picture the widgets draw.
+
+Design A's batch discipline: parameters live on a permanent arena (or the ordinary heap); each
+batch runs inside `with graph_arena.scope():`, where every op writes its output, and backward its
+gradients, into the arena; leaving the scope takes the whole batch back in one pointer reset.
+Outside any scope minigrad allocates ordinary numpy arrays, freed by Python.
+
+The current allocator is per thread, so two threads can train two models side by side.
+"""
+from __future__ import annotations
+
+import math
+from contextlib import contextmanager
+from typing import Iterator
+
+import numpy as np
+
+from .errors import MinigradError
+from .modes import modes
+
+ALIGNMENT = 64          # bytes; a cache line, and enough for any numpy dtype
+KINDS = ("input", "param", "activation", "node", "grad", "saved")
+
+
+class StaleVariableError(MinigradError, RuntimeError):
+    """A Variable (or graph) whose memory was taken back by pop_to / free was used."""
+
+
+class Block:
+    """One ledger entry: bytes [offset, offset + nbytes) of an allocator, who asked, and why.
+
+    kind: "input" (batch data), "param" (parameter values), "activation" (op outputs), "node"
+    (graph records, see Arena), "grad" (gradients), "saved" (arrays an op keeps only for backward).
+    """
+
+    __slots__ = ("offset", "nbytes", "kind", "owner", "alive", "allocator", "uses", "buffer")
+
+    def __init__(self, offset: int, nbytes: int, kind: str, owner: str | None, allocator):
+        self.offset, self.nbytes, self.kind, self.owner = offset, nbytes, kind, owner
+        self.alive = True
+        self.allocator = allocator
+        self.uses = 0            # Pool only: how many graph nodes still need these bytes
+        self.buffer = None       # Pool only: the byte buffer to return to the free list
+
+    def as_dict(self) -> dict:
+        return {"offset": self.offset, "nbytes": self.nbytes, "kind": self.kind,
+                "owner": self.owner, "alive": self.alive}
+
+    def __repr__(self) -> str:
+        state = "alive" if self.alive else "freed"
+        return f"Block({self.kind}, {self.nbytes} B at {self.offset}, {self.owner!r}, {state})"
+
+
+# ids of the numpy arrays that own allocator memory (never freed, so the ids stay valid). Every
+# array an allocator hands out has one of them as its .base; the read-only guard for saved
+# arrays must stop there, or it would lock the whole arena.
+BUFFER_OWNERS: set = set()
+
+
+def _aligned_bytes(nbytes: int) -> np.ndarray:
+    """A uint8 buffer whose first byte sits on an ALIGNMENT boundary."""
+    raw = np.empty(nbytes + ALIGNMENT, dtype=np.uint8)
+    BUFFER_OWNERS.add(id(raw))
+    start = -raw.ctypes.data % ALIGNMENT
+    return raw[start:start + nbytes]
+
+
+def _nbytes(shape: tuple, dtype: np.dtype) -> int:
+    return math.prod(shape) * dtype.itemsize
+
+
+class Arena:
+    """A bump allocator: alloc moves a pointer up, pop_to(mark) moves it back down.
+
+    Memory is one numpy byte buffer of `capacity_bytes`. When an allocation does not fit, the
+    arena grows by adding a chunk (twice the last chunk, or the request if larger) and carries on
+    there; chunks are never given back, so once a training loop has seen its largest batch the
+    arena neither grows nor allocates again. Offsets in the ledger run across chunks as if they
+    were one address space.
+
+    "node" blocks: a graph node here is a Python object on the Python heap. So that the memory
+    picture shows the graph's own footprint next to its tensors (as in the C++ engine, where the
+    Variable structs live on the arena), every recorded op also reserves a small record on the
+    arena sized like the C struct would be: a 32-byte header plus 8 bytes per parent and per
+    saved tensor. Those bytes are reserved and freed like the rest, but nothing reads them.
+    """
+
+    def __init__(self, name: str, capacity_bytes: int = 1 << 20):
+        if capacity_bytes <= 0:
+            raise ValueError(f"Arena {name!r}: capacity_bytes must be positive, got {capacity_bytes}")
+        self.name = name
+        self._chunks = [_aligned_bytes(int(capacity_bytes))]
+        self._starts = [0]       # global offset of each chunk
+        self._chunk = 0          # the chunk the top is in
+        self._top = 0            # global offset of the first free byte
+        self.high_water = 0
+        self.blocks: list[Block] = []   # live blocks, in address order
+
+    @property
+    def capacity(self) -> int:
+        return sum(len(c) for c in self._chunks)
+
+    @property
+    def used(self) -> int:
+        """Bytes from the bottom of the arena to the top, alignment padding included."""
+        return self._top
+
+    def alloc(self, shape, dtype, kind: str = "activation", owner: str | None = None) -> np.ndarray:
+        """An uninitialised array of shape/dtype on the arena."""
+        return self._alloc(shape, dtype, kind, owner)[0]
+
+    def _alloc(self, shape, dtype, kind, owner):
+        shape = tuple(shape)
+        dtype = np.dtype(dtype)
+        nbytes = _nbytes(shape, dtype)
+        start = -(-self._top // ALIGNMENT) * ALIGNMENT
+        i = self._chunk
+        while start + nbytes > self._starts[i] + len(self._chunks[i]):
+            i += 1
+            if i == len(self._chunks):
+                size = max(2 * len(self._chunks[-1]), nbytes)
+                self._chunks.append(_aligned_bytes(size))
+                self._starts.append(self._starts[-1] + len(self._chunks[-2]))
+            start = self._starts[i]
+        array = np.ndarray(shape, dtype, buffer=self._chunks[i], offset=start - self._starts[i])
+        block = Block(start, nbytes, kind, owner, self)
+        self.blocks.append(block)
+        self._chunk, self._top = i, start + nbytes
+        if self._top > self.high_water:
+            self.high_water = self._top
+        return array, block
+
+    def mark(self) -> int:
+        """The current top, to return to with pop_to."""
+        return self._top
+
+    def pop_to(self, mark: int) -> None:
+        """Take back everything allocated since mark; its Variables become stale."""
+        if not 0 <= mark <= self._top:
+            raise ValueError(f"Arena {self.name!r}: pop_to({mark}) is above the top ({self._top}); "
+                             f"marks must come from mark() and be popped innermost first.")
+        blocks = self.blocks
+        while blocks and blocks[-1].offset >= mark:
+            blocks.pop().alive = False
+        self._top = mark
+        while self._chunk > 0 and self._starts[self._chunk] > mark:
+            self._chunk -= 1
+
+    @contextmanager
+    def scope(self) -> Iterator["Arena"]:
+        """Make this the thread's current allocator; pop everything allocated inside on exit."""
+        mark = self.mark()
+        previous, modes.allocator = modes.allocator, self
+        try:
+            yield self
+        finally:
+            modes.allocator = previous
+            self.pop_to(mark)
+
+    def free(self, block: Block) -> None:
+        """An arena cannot free one block; only pop_to takes memory back."""
+
+    def __repr__(self) -> str:
+        return (f"Arena({self.name!r}, used={self.used}, high_water={self.high_water}, "
+                f"capacity={self.capacity}, blocks={len(self.blocks)})")
+
+
+class Pool:
+    """Size-class free lists: alloc takes a buffer of the next power of two, free gives it back.
+
+    Unlike an arena, a pool can return one buffer at a time, so backward can free each saved
+    tensor and each intermediate gradient as soon as its last user has run (use counts), and the
+    next allocation of that size reuses it. Buffers are never returned to the system: `capacity`
+    is what the pool ever took, `used` what is handed out now, `high_water` the peak of `used`.
+    Each buffer gets a fixed address (its offset) when first created, so the ledger can be drawn
+    as a strip; freed blocks stay in the ledger (alive=False) until the scope ends.
+    """
+
+    def __init__(self, name: str):
+        self.name = name
+        self._free: dict[int, list] = {}         # size class -> [(offset, buffer), ...]
+        self._live: dict[int, Block] = {}        # id of a buffer's owning array -> its live block
+        self.capacity = 0
+        self.used = 0
+        self.high_water = 0
+        self.blocks: list[Block] = []
+
+    def alloc(self, shape, dtype, kind: str = "activation", owner: str | None = None) -> np.ndarray:
+        return self._alloc(shape, dtype, kind, owner)[0]
+
+    def _alloc(self, shape, dtype, kind, owner):
+        shape = tuple(shape)
+        dtype = np.dtype(dtype)
+        nbytes = _nbytes(shape, dtype)
+        size = max(ALIGNMENT, 1 << max(nbytes - 1, 0).bit_length())
+        free = self._free.get(size)
+        if free:
+            offset, buffer = free.pop()
+        else:
+            offset, buffer = self.capacity, _aligned_bytes(size)
+            self.capacity += size
+        array = np.ndarray(shape, dtype, buffer=buffer)
+        block = Block(offset, size, kind, owner, self)
+        block.buffer = buffer
+        self._live[id(buffer.base)] = block
+        self.blocks.append(block)
+        self.used += size
+        if self.used > self.high_water:
+            self.high_water = self.used
+        return array, block
+
+    def free(self, block: Block) -> None:
+        """Give block's buffer back for reuse; arrays on it become stale."""
+        if not block.alive:
+            return
+        block.alive = False
+        self.used -= block.nbytes
+        del self._live[id(block.buffer.base)]
+        self._free.setdefault(block.nbytes, []).append((block.offset, block.buffer))
+        block.buffer = None
+
+    # -- use counts: the engine calls these so backward can free memory early -----------------
+    def block_of(self, array) -> Block | None:
+        """The live block an array (or a view of it) sits on, or None if not from this pool."""
+        return self._live.get(id(array.base)) if isinstance(array, np.ndarray) else None
+
+    def retain(self, array) -> None:
+        """One more graph node needs array until it has run its backward."""
+        block = self.block_of(array)
+        if block is not None:
+            block.uses += 1
+
+    def release(self, array) -> None:
+        """One user of array is done; free it when none is left."""
+        block = self.block_of(array)
+        if block is not None:
+            block.uses -= 1
+            if block.uses <= 0:
+                self.free(block)
+
+    def free_if_unused(self, array) -> None:
+        """Free a temporary (say, a gradient already summed into its target) nobody retained."""
+        block = self.block_of(array)
+        if block is not None and block.uses <= 0:
+            self.free(block)
+
+    def mark(self) -> int:
+        return len(self.blocks)
+
+    def pop_to(self, mark: int) -> None:
+        """Free every block allocated since mark and drop them from the ledger."""
+        for block in self.blocks[mark:]:
+            self.free(block)
+        del self.blocks[mark:]
+
+    scope = Arena.scope
+
+    def __repr__(self) -> str:
+        return (f"Pool({self.name!r}, used={self.used}, high_water={self.high_water}, "
+                f"capacity={self.capacity}, blocks={len(self.blocks)})")
+
+
+def current_allocator():
+    """The Arena or Pool of the innermost scope on this thread, or None (plain numpy)."""
+    return modes.allocator
+
+
+def stale_error(what: str, block: Block) -> StaleVariableError:
+    allocator = block.allocator
+    return StaleVariableError(
+        f"{what} lives on {type(allocator).__name__.lower()} {allocator.name!r} at bytes "
+        f"{block.offset}..{block.offset + block.nbytes}, which were taken back when its scope ended "
+        f"(pop_to or free): the memory now holds other data. Fix: copy what you need before the "
+        f"scope ends (.numpy() or .item()), and create parameters outside the batch scope (or with "
+        f"create_leaf(..., arena=perm_arena)).")

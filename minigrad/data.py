@@ -1,0 +1,117 @@
+"""Small datasets to train on, and a batch iterator. numpy only, never the network.
+
+Every function returns plain numpy arrays: X float32 of shape (N, features) and y int64 class
+indices of shape (N,), ready for `minigrad.cross_entropy(model(X), y)`.
+
+* moons, spirals: 2-D toy problems, generated from a seed (same seed, same points).
+* digits: the 1,797 8x8 handwritten digits (UCI, as shipped with scikit-learn), stored in this
+  package as minigrad/datasets/digits.npz; see minigrad/datasets/README.md for the source.
+* batches: (X_batch, y_batch) pairs covering every row once per pass, optionally shuffled.
+"""
+from __future__ import annotations
+
+from importlib import resources
+from typing import Iterator
+
+import numpy as np
+
+__all__ = ["moons", "spirals", "digits", "digits_split", "batches"]
+
+
+def moons(n: int = 200, noise: float = 0.1, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """Two interleaving half circles, classes 0 and 1 (n - n//2 and n//2 points).
+
+    Class 0: (cos t, sin t) for t evenly spaced in [0, pi], the upper arc.
+    Class 1: (1 - cos t, 1/2 - sin t), the lower arc, shifted so the arcs hook into each other.
+    Gaussian noise of standard deviation `noise` is added to every coordinate.
+    """
+    _check_count("moons", "n", n, minimum=2)
+    rng = np.random.default_rng(seed)
+    n0, n1 = n - n // 2, n // 2
+    t0, t1 = np.linspace(0, np.pi, n0), np.linspace(0, np.pi, n1)
+    upper = np.stack([np.cos(t0), np.sin(t0)], axis=1)
+    lower = np.stack([1 - np.cos(t1), 0.5 - np.sin(t1)], axis=1)
+    X = np.concatenate([upper, lower]) + noise * rng.standard_normal((n, 2))
+    y = np.concatenate([np.zeros(n0, np.int64), np.ones(n1, np.int64)])
+    return X.astype(np.float32), y
+
+
+def spirals(n_per_class: int = 100, classes: int = 3, noise: float = 0.2,
+            seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """`classes` interleaved spiral arms, n_per_class points each, inside the unit disc.
+
+    Point i of arm k sits at radius r = i / (n_per_class - 1) and angle
+    theta = 2 pi k / classes + 4 r + noise * N(0, 1), i.e. (r sin theta, r cos theta):
+    the arms start together at the centre and wind apart. `noise` is in radians of angle.
+    """
+    _check_count("spirals", "n_per_class", n_per_class, minimum=2)
+    _check_count("spirals", "classes", classes, minimum=2)
+    rng = np.random.default_rng(seed)
+    r = np.tile(np.linspace(0.0, 1.0, n_per_class), classes)
+    k = np.repeat(np.arange(classes), n_per_class)
+    theta = 2 * np.pi * k / classes + 4 * r + noise * rng.standard_normal(r.size)
+    X = np.stack([r * np.sin(theta), r * np.cos(theta)], axis=1)
+    return X.astype(np.float32), k.astype(np.int64)
+
+
+def digits() -> tuple[np.ndarray, np.ndarray]:
+    """The 1,797 handwritten digits: X float32 (1797, 64) in [0, 1], y int64 (1797,) in 0..9.
+
+    Each row is an 8x8 image read row by row (X[i].reshape(8, 8) shows it); each pixel counts
+    the ink in a 4x4 block of a 32x32 bitmap, 0..16, and is divided by 16 here.
+    """
+    with resources.files("minigrad.datasets").joinpath("digits.npz").open("rb") as f:
+        with np.load(f) as stored:
+            X, y = stored["X"], stored["y"]
+    return X.astype(np.float32) / np.float32(16), y.astype(np.int64)
+
+
+def digits_split(test_fraction: float = 0.25, seed: int = 0):
+    """digits() shuffled with `seed` and cut in two: X_train, y_train, X_test, y_test.
+
+    The test part has round(1797 * test_fraction) rows. Not stratified: with a shuffle each
+    class still gets about its share of both parts.
+    """
+    if not 0 < test_fraction < 1:
+        raise ValueError(f"digits_split(test_fraction={test_fraction!r}): the fraction of rows "
+                         f"kept for testing must be strictly between 0 and 1. Fix: e.g. 0.25.")
+    X, y = digits()
+    order = np.random.default_rng(seed).permutation(len(y))
+    n_test = int(round(len(y) * test_fraction))
+    if not 0 < n_test < len(y):
+        raise ValueError(f"digits_split(test_fraction={test_fraction!r}) leaves {n_test} of "
+                         f"{len(y)} rows for testing; both parts need at least one row. Fix: "
+                         f"pick a fraction between 1/{len(y)} and 1 - 1/{len(y)}.")
+    test, train = order[:n_test], order[n_test:]
+    return X[train], y[train], X[test], y[test]
+
+
+def batches(X, y, size: int, shuffle: bool = True,
+            seed: int | np.random.Generator = 0) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """Yield (X_batch, y_batch) of `size` rows (the last batch may be smaller): one pass.
+
+    Every row appears exactly once per pass. With shuffle, the order is a permutation drawn
+    from `seed`: an int makes a fresh np.random.default_rng(seed), so the same int gives the
+    same order every pass (use seed=epoch for a new order each epoch); a np.random.Generator is
+    drawn from and advances, so passing the same Generator every epoch gives a new order each
+    time. Batches are new arrays (copies), safe to keep or change.
+    """
+    X, y = np.asarray(X), np.asarray(y)
+    if len(X) != len(y):
+        raise ValueError(f"batches: X has {len(X)} rows but y has {len(y)}; each row needs one "
+                         f"label. Fix: pass X and y of the same length.")
+    _check_count("batches", "size", size, minimum=1)
+    if shuffle:
+        rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
+        order = rng.permutation(len(y))
+    else:
+        order = np.arange(len(y))
+    for start in range(0, len(y), size):
+        rows = order[start:start + size]
+        yield X[rows], y[rows]
+
+
+def _check_count(where: str, name: str, value, minimum: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
+        raise ValueError(f"{where}: {name}={value!r}, but {name} must be an integer >= {minimum}. "
+                         f"Fix: pass e.g. {name}={max(minimum, 2)}.")
