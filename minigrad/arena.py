@@ -20,6 +20,7 @@ from .errors import MinigradError
 from .modes import modes
 
 ALIGNMENT = 64          # bytes; a cache line, and enough for any numpy dtype
+PAGE = 4096
 KINDS = ("input", "param", "activation", "node", "grad", "saved")
 
 
@@ -59,10 +60,10 @@ BUFFER_OWNERS: set = set()
 
 
 def _aligned_bytes(nbytes: int) -> np.ndarray:
-    """A uint8 buffer whose first byte sits on an ALIGNMENT boundary."""
-    raw = np.empty(nbytes + ALIGNMENT, dtype=np.uint8)
+    """A uint8 buffer whose first byte starts a page (so ledger offsets are page offsets too)."""
+    raw = np.empty(nbytes + PAGE, dtype=np.uint8)
     BUFFER_OWNERS.add(id(raw))
-    start = -raw.ctypes.data % ALIGNMENT
+    start = -raw.ctypes.data % PAGE
     return raw[start:start + nbytes]
 
 
@@ -111,9 +112,18 @@ class Arena:
         return self._alloc(shape, dtype, kind, owner)[0]
 
     def _alloc(self, shape, dtype, kind, owner):
-        shape = tuple(shape)
-        dtype = np.dtype(dtype)
-        nbytes = _nbytes(shape, dtype)
+        if type(shape) is not tuple:
+            shape = tuple(shape)
+        if not isinstance(dtype, np.dtype):
+            dtype = np.dtype(dtype)
+        block = self.reserve(_nbytes(shape, dtype), kind, owner)
+        i = self._chunk
+        array = np.ndarray(shape, dtype, buffer=self._chunks[i],
+                           offset=block.offset - self._starts[i])
+        return array, block
+
+    def reserve(self, nbytes: int, kind: str, owner: str | None = None) -> Block:
+        """Bump the top by nbytes (aligned) and record the block; no array is made."""
         start = -(-self._top // ALIGNMENT) * ALIGNMENT
         i = self._chunk
         while start + nbytes > self._starts[i] + len(self._chunks[i]):
@@ -123,13 +133,13 @@ class Arena:
                 self._chunks.append(_aligned_bytes(size))
                 self._starts.append(self._starts[-1] + len(self._chunks[-2]))
             start = self._starts[i]
-        array = np.ndarray(shape, dtype, buffer=self._chunks[i], offset=start - self._starts[i])
         block = Block(start, nbytes, kind, owner, self)
         self.blocks.append(block)
-        self._chunk, self._top = i, start + nbytes
-        if self._top > self.high_water:
-            self.high_water = self._top
-        return array, block
+        self._chunk = i
+        self._top = top = start + nbytes
+        if top > self.high_water:
+            self.high_water = top
+        return block
 
     def mark(self) -> int:
         """The current top, to return to with pop_to."""
@@ -209,6 +219,10 @@ class Pool:
         if self.used > self.high_water:
             self.high_water = self.used
         return array, block
+
+    def reserve(self, nbytes: int, kind: str, owner: str | None = None) -> Block:
+        """A block of nbytes with no array (graph node records)."""
+        return self._alloc((nbytes,), np.uint8, kind, owner)[1]
 
     def free(self, block: Block) -> None:
         """Give block's buffer back for reuse; arrays on it become stale."""

@@ -1,7 +1,7 @@
 """Checking gradients: gradcheck by central differences, and detect_anomaly for NaN/Inf in backward."""
 from __future__ import annotations
 
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from typing import Callable, Iterator
 
 import numpy as np
@@ -40,8 +40,12 @@ def gradcheck(fn: Callable[..., Variable], *inputs, eps: float = 1e-6, atol: flo
                else np.random.default_rng(0).standard_normal(out.shape))
     (out * weights).sum().backward()
 
+    allocator = modes.allocator
+
     def objective() -> float:
-        with no_grad():
+        # Inside an arena or pool scope, each evaluation gets a nested scope of its own, so the
+        # thousands of evaluations do not pile up on the arena.
+        with no_grad(), (allocator.scope() if allocator is not None else nullcontext()):
             return float((fn(*[create_leaf(a) for a in arrays]).data * weights).sum())
 
     for i, (leaf, array) in enumerate(zip(leaves, arrays)):

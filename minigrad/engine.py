@@ -64,7 +64,7 @@ def accumulate_grad(variable, grad) -> bool:
             buffer = variable._grad_buffer
             if buffer is None:   # own copy: the grads backward returns may alias each other
                 buffer = variable._grad_buffer = np.array(grad, dtype=data.dtype)
-            else:                # reuse the array zero_grad() kept
+            elif grad is not buffer:   # (an op may have written it there: Function.grad_buffer)
                 np.copyto(buffer, grad, casting="same_kind")
             variable._grad = buffer
             return True

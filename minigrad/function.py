@@ -9,6 +9,7 @@ shapes, flags) is stored on it as plain attributes.
 """
 from __future__ import annotations
 
+import gc
 import itertools
 import os
 import traceback
@@ -70,18 +71,33 @@ class Function:
         if allocator is None:
             return None
         if shape is None:
-            shape = np.broadcast_shapes(*[np.shape(a) for a in like])
+            shape = _result_shape(like)
         elif callable(shape):
             shape = shape(*like)
         if dtype is None:
-            dtype = np.result_type(*like)
+            dtype = _result_dtype(like)
             if floating and dtype.kind != "f":
                 dtype = np.dtype(np.float64)
         if kind is None:
-            kind = "grad" if getattr(self, "grad_output", None) is not None else "activation"
+            kind = "activation" if self.grad_output is None else "grad"
         array, block = allocator._alloc(shape, dtype, kind, self.name)
         self._last_buffer = (array, block)
         return array
+
+    def grad_buffer(self, i: int, shape: tuple, dtype):
+        """Where backward writes the gradient for input i (an out= array, or None).
+
+        When input i is a parameter whose gradient is still unwritten in this backward, this is
+        the parameter's own .grad array: writing there directly saves accumulate_grad a copy of
+        what can be the largest array of a step (a weight gradient). Otherwise it is buffer().
+        """
+        v = self.inputs[i]
+        target = v._grad_buffer
+        if (target is not None and v._grad is None and v.grad_fn is None
+                and target.shape == shape and target.dtype == dtype
+                and sum(u is v for u in self.inputs) == 1):   # x @ x would write it twice
+            return target
+        return self.buffer(shape=shape, dtype=dtype, kind="grad")
 
     @classmethod
     def apply(cls, *inputs, **params) -> Variable:
@@ -96,6 +112,10 @@ class Function:
         node = cls()
         node.inputs = variables
         node.saved_tensors = ()
+        node.grad_output = None
+        allocator = modes.allocator
+        if allocator is not None:
+            node._last_buffer = None
         # Unary and binary ops take a path without comprehensions: this is the per-op overhead
         # every student's loop pays, so it is kept to plain attribute reads.
         try:
@@ -116,14 +136,12 @@ class Function:
             raise cls.shape_error([v.shape for v in variables], params, exc) from None
         if type(out) is not np.ndarray:
             out = np.asarray(out)   # 0-d results come back as numpy scalars
-        allocator = modes.allocator
         block = None
         if allocator is not None:
             out, block = _place(node, out, variables, allocator)
         if not (requires_grad and modes.grad_enabled):
             return Variable(out, False, None, None, block)
         node.pending_count = 0
-        node.grad_output = None
         node.released = False
         node.seq = next(_creation_counter)
         for v in variables:
@@ -197,9 +215,42 @@ def _accumulate_node(variable: Variable) -> AccumulateGrad:
     return variable._accumulate
 
 
+def _result_shape(like: tuple) -> tuple:
+    """numpy's broadcast shape of the operands, without its general machinery when shapes agree."""
+    shape = None
+    for a in like:
+        this = a.shape if isinstance(a, np.ndarray) else np.shape(a)
+        if shape is None:
+            shape = this
+        elif this != shape:
+            return np.broadcast_shapes(*[np.shape(a) for a in like])
+    return shape
+
+
+def _result_dtype(like: tuple) -> np.dtype:
+    """numpy's result dtype of the operands (the common case: arrays of one dtype)."""
+    first = like[0].dtype if isinstance(like[0], np.ndarray) else None
+    for a in like:
+        if not isinstance(a, np.ndarray) or a.dtype != first:
+            return np.result_type(*like)
+    return first
+
+
+def live_nodes() -> int:
+    """How many graph nodes are alive and not yet consumed by backward.
+
+    A loop that keeps each step's loss Variable (say, `total = total + loss` without .item())
+    keeps every step's graph alive: this number then grows with each step instead of returning
+    to zero. It walks the garbage collector's object list, so it costs milliseconds, not
+    nanoseconds: nothing is counted on the hot path.
+    """
+    return sum(1 for obj in gc.get_objects()
+               if isinstance(obj, Function) and getattr(obj, "released", True) is False)
+
+
 def _place(node, out: np.ndarray, inputs: tuple, allocator):
     """Find (or make) the block that holds an op's output on the current allocator."""
-    last = getattr(node, "_last_buffer", None)
+    last = node._last_buffer
     if last is not None and last[0] is out:
         return out, last[1]                          # written in place through ctx.buffer
     for v in inputs:                                 # a view of an input (reshape, slicing)
@@ -215,8 +266,8 @@ def _place(node, out: np.ndarray, inputs: tuple, allocator):
 
 def _record_node(node, allocator):
     """Reserve the node's stand-in record (see Arena) and, on a pool, retain what it saved."""
-    nbytes = 32 + 8 * (len(node.inputs) + len(node.saved_tensors))
-    block = allocator._alloc((nbytes,), np.uint8, "node", node.name)[1]
+    block = allocator.reserve(32 + 8 * (len(node.inputs) + len(node.saved_tensors)), "node",
+                              node.name)
     if isinstance(allocator, Pool):
         for array in node.saved_tensors:
             allocator.retain(array)

@@ -78,7 +78,7 @@ def matmul_shape(a: np.ndarray, b: np.ndarray) -> tuple:
     return shape
 
 
-def _no_buffer(shape, dtype):
+def _no_buffer(i, shape, dtype):
     return None
 
 
@@ -86,13 +86,14 @@ def matmul_backward(a: np.ndarray, b: np.ndarray, grad_output: np.ndarray, need_
                     need_b: bool, buffer=_no_buffer):
     """dA = G @ B^T, dB = A^T @ G, with numpy's 1-D promotion rules undone.
 
-    buffer(shape, dtype) may supply out= arrays for the plain 2-D case. The results keep any
+    buffer(i, shape, dtype) may supply the out= array for input i (0: a, 1: b) in the plain
+    2-D case. The results keep any
     broadcast batch axes; accumulate_grad sums them away.
     """
     g = grad_output
     if a.ndim == 2 and b.ndim == 2:   # the common case (layers), written straight into buffers
-        grad_a = np.matmul(g, b.T, out=buffer(a.shape, np.result_type(g, b))) if need_a else None
-        grad_b = np.matmul(a.T, g, out=buffer(b.shape, np.result_type(a, g))) if need_b else None
+        grad_a = np.matmul(g, b.T, out=buffer(0, a.shape, np.result_type(g, b))) if need_a else None
+        grad_b = np.matmul(a.T, g, out=buffer(1, b.shape, np.result_type(a, g))) if need_b else None
         return grad_a, grad_b
     a2 = a[None, :] if a.ndim == 1 else a            # (n,) acts as a row (1, n)
     b2 = b[:, None] if b.ndim == 1 else b            # (n,) acts as a column (n, 1)

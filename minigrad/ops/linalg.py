@@ -54,7 +54,7 @@ class Linear(Function):
 
 
 def _grad_buffer(ctx):
-    return lambda shape, dtype: ctx.buffer(shape=shape, dtype=dtype)
+    return ctx.grad_buffer
 
 
 def matmul(a, b):

@@ -1,0 +1,172 @@
+"""One training step of an MLP 784-256-128-10 (ReLU, cross-entropy, SGD), batch 128, float32.
+
+Measured side by side in one run, one BLAS thread each:
+  floor           the same network written by hand in numpy (forward, backward, update)
+  minigrad_heap   minigrad with no arena (ordinary numpy arrays)
+  minigrad_arena  parameters on a permanent arena, each step inside `with graph.scope():`
+  torch           the same step in torch, in a separate process (torch's and OpenBLAS's
+                  thread pools fight when they share one), when torch is installed
+Inputs are random (the shapes are what matters here). Medians over repeats, in milliseconds;
+ratios are against the floor of this run.
+
+    python benchmarks/mlp.py [--steps 200]
+"""
+from __future__ import annotations
+
+import os
+
+for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")   # before numpy loads its BLAS
+
+import argparse  # noqa: E402
+import statistics  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+import minigrad as mg  # noqa: E402
+
+SIZES = [784, 256, 128, 10]
+BATCH = 128
+LR = 0.01
+
+
+def make_data(seed: int = 0):
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((BATCH, SIZES[0])).astype(np.float32)
+    y = rng.integers(0, SIZES[-1], BATCH)
+    return x, y
+
+
+def numpy_params(seed: int = 0):
+    model = mg.nn.MLP(SIZES, seed=seed)   # same initial values as the minigrad runs
+    return [p.numpy() for p in model.parameters()]
+
+
+def numpy_step(params, x, y) -> float:
+    """The floor: forward, backward and SGD by hand, no autograd bookkeeping at all."""
+    W1, b1, W2, b2, W3, b3 = params
+    h1 = x @ W1 + b1
+    a1 = np.maximum(h1, 0)
+    h2 = a1 @ W2 + b2
+    a2 = np.maximum(h2, 0)
+    logits = a2 @ W3 + b3
+    shifted = logits - logits.max(axis=1, keepdims=True)
+    log_probs = shifted - np.log(np.exp(shifted).sum(axis=1, keepdims=True))
+    loss = -log_probs[np.arange(BATCH), y].mean()
+    g = np.exp(log_probs)
+    g[np.arange(BATCH), y] -= 1
+    g /= BATCH
+    grads = [None] * 6
+    grads[4], grads[5] = a2.T @ g, g.sum(axis=0)
+    g = (g @ W3.T) * (h2 > 0)
+    grads[2], grads[3] = a1.T @ g, g.sum(axis=0)
+    g = (g @ W2.T) * (h1 > 0)
+    grads[0], grads[1] = x.T @ g, g.sum(axis=0)
+    for p, grad in zip(params, grads):
+        p -= LR * grad
+    return float(loss)
+
+
+def minigrad_runner(use_arena: bool):
+    perm = mg.Arena("perm", 4 << 20) if use_arena else None
+    graph = mg.Arena("graph", 4 << 20) if use_arena else None
+    model = mg.nn.MLP(SIZES, seed=0, arena=perm)
+    opt = mg.optim.SGD(model.parameters(), lr=LR)
+
+    def step(x, y) -> float:
+        with graph.scope() if use_arena else _nothing():
+            inputs = mg.create_leaf(x, name="x")
+            loss = mg.cross_entropy(model(inputs), y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            return loss.item()
+    return step
+
+
+class _nothing:
+    def __enter__(self):
+        return None
+
+    def __exit__(self, *exc):
+        return False
+
+
+def median_ms(step, x, y, steps: int) -> float:
+    for _ in range(10):
+        step(x, y)
+    times = []
+    for _ in range(steps):
+        start = time.perf_counter()
+        step(x, y)
+        times.append(time.perf_counter() - start)
+    return statistics.median(times) * 1e3
+
+
+TORCH_SCRIPT = r"""
+import statistics, sys, time
+import numpy as np, torch
+torch.set_num_threads(1)
+steps = int(sys.argv[1])
+rng = np.random.default_rng(0)
+x = torch.from_numpy(rng.standard_normal((128, 784)).astype(np.float32))
+y = torch.from_numpy(rng.integers(0, 10, 128))
+model = torch.nn.Sequential(torch.nn.Linear(784, 256), torch.nn.ReLU(), torch.nn.Linear(256, 128),
+                            torch.nn.ReLU(), torch.nn.Linear(128, 10))
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+def step():
+    opt.zero_grad()
+    loss = torch.nn.functional.cross_entropy(model(x), y)
+    loss.backward()
+    opt.step()
+    return loss.item()
+for _ in range(10):
+    step()
+times = []
+for _ in range(steps):
+    t = time.perf_counter(); step(); times.append(time.perf_counter() - t)
+print(statistics.median(times) * 1e3)
+"""
+
+
+def torch_ms(steps: int) -> float | None:
+    try:
+        import importlib.util
+        if importlib.util.find_spec("torch") is None:
+            return None
+    except ImportError:
+        return None
+    out = subprocess.run([sys.executable, "-c", TORCH_SCRIPT, str(steps)], capture_output=True,
+                         text=True, env=os.environ.copy(), check=True)
+    return float(out.stdout.strip())
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=200)
+    args = parser.parse_args()
+    mg.set_debug(False)
+    x, y = make_data()
+    params = numpy_params()
+    heap, arena = minigrad_runner(False), minigrad_runner(True)
+    # Interleave the three so that a slow patch of the machine hits them alike.
+    floor_t, heap_t, arena_t = [], [], []
+    for _ in range(5):
+        floor_t.append(median_ms(lambda a, b: numpy_step(params, a, b), x, y, args.steps // 5))
+        heap_t.append(median_ms(heap, x, y, args.steps // 5))
+        arena_t.append(median_ms(arena, x, y, args.steps // 5))
+    floor, ours_heap, ours_arena = (statistics.median(t) for t in (floor_t, heap_t, arena_t))
+    line = (f"mlp step ms: floor={floor:.3f} minigrad_heap={ours_heap:.3f} "
+            f"minigrad_arena={ours_arena:.3f} ratio_heap={ours_heap / floor:.3f} "
+            f"ratio_arena={ours_arena / floor:.3f}")
+    theirs = torch_ms(args.steps)
+    line += (f" torch={theirs:.3f} ratio_torch={theirs / floor:.3f}" if theirs is not None
+             else " torch=n/a")
+    print(line)
+
+
+if __name__ == "__main__":
+    main()
