@@ -30,6 +30,8 @@ lab: $(VENV)/.lab-installed
 
 bench: $(VENV)/.bench-installed
 	$(PY) benchmarks/chain.py
+	$(PY) benchmarks/mlp.py
+	$(PY) benchmarks/memory.py
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info .pytest_cache .hypothesis
