@@ -35,7 +35,8 @@ class Block:
     (graph records, see Arena), "grad" (gradients), "saved" (arrays an op keeps only for backward).
     """
 
-    __slots__ = ("offset", "nbytes", "kind", "owner", "alive", "allocator", "uses", "buffer")
+    __slots__ = ("offset", "nbytes", "kind", "owner", "alive", "allocator", "uses", "buffer",
+                 "pinned")
 
     def __init__(self, offset: int, nbytes: int, kind: str, owner: str | None, allocator):
         self.offset, self.nbytes, self.kind, self.owner = offset, nbytes, kind, owner
@@ -43,6 +44,7 @@ class Block:
         self.allocator = allocator
         self.uses = 0            # Pool only: how many graph nodes still need these bytes
         self.buffer = None       # Pool only: the byte buffer to return to the free list
+        self.pinned = False      # leaves and their grads: never freed by use counts
 
     def as_dict(self) -> dict:
         return {"offset": self.offset, "nbytes": self.nbytes, "kind": self.kind,
@@ -131,7 +133,10 @@ class Arena:
             if i == len(self._chunks):
                 size = max(2 * len(self._chunks[-1]), nbytes)
                 self._chunks.append(_aligned_bytes(size))
-                self._starts.append(self._starts[-1] + len(self._chunks[-2]))
+                # A chunk's memory starts a page; give it an aligned place in the offsets too,
+                # so that an aligned offset is an aligned address in every chunk.
+                end = self._starts[-1] + len(self._chunks[-2])
+                self._starts.append(-(-end // ALIGNMENT) * ALIGNMENT)
             start = self._starts[i]
         block = Block(start, nbytes, kind, owner, self)
         self.blocks.append(block)
@@ -237,18 +242,24 @@ class Pool:
     # -- use counts: the engine calls these so backward can free memory early -----------------
     def block_of(self, array) -> Block | None:
         """The live block an array (or a view of it) sits on, or None if not from this pool."""
-        return self._live.get(id(array.base)) if isinstance(array, np.ndarray) else None
+        base = getattr(array, "base", None)
+        while base is not None:   # numpy usually points a view at the owner, but not always
+            block = self._live.get(id(base))
+            if block is not None:
+                return block
+            base = getattr(base, "base", None)
+        return None
 
     def retain(self, array) -> None:
         """One more graph node needs array until it has run its backward."""
         block = self.block_of(array)
-        if block is not None:
+        if block is not None and not block.pinned:
             block.uses += 1
 
     def release(self, array) -> None:
         """One user of array is done; free it when none is left."""
         block = self.block_of(array)
-        if block is not None:
+        if block is not None and not block.pinned:
             block.uses -= 1
             if block.uses <= 0:
                 self.free(block)
@@ -256,7 +267,7 @@ class Pool:
     def free_if_unused(self, array) -> None:
         """Free a temporary (say, a gradient already summed into its target) nobody retained."""
         block = self.block_of(array)
-        if block is not None and block.uses <= 0:
+        if block is not None and not block.pinned and block.uses <= 0:
             self.free(block)
 
     def mark(self) -> int:

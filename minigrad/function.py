@@ -315,15 +315,18 @@ _locks: dict = {}            # id(array) -> [array, count, was_writeable]
 
 
 def _writable_by_user(saved: tuple, inputs: tuple) -> tuple:
-    """The user-held arrays behind saved: leaf inputs' data, and the bases of views."""
+    """The user-held arrays behind saved: leaf inputs' data, and the bases of views.
+
+    (A view of a leaf that lives on an arena points into the arena's buffer, which cannot be
+    locked as a whole; such a view is not guarded, the leaf itself is when it is saved.)
+    """
     guarded = ()
     for array in saved:
         if not isinstance(array, np.ndarray):
             continue
         base = array.base
-        if base is not None:
-            if id(base) not in BUFFER_OWNERS:
-                guarded += (base,)
+        if base is not None and id(base) not in BUFFER_OWNERS:
+            guarded += (base,)   # a view: guard the user's array it points into
             continue
         for v in inputs:
             if v._data is array:

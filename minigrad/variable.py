@@ -310,10 +310,12 @@ def create_leaf(data, requires_grad: bool = False, *, name: str | None = None, d
     kind = "param" if requires_grad else "input"
     copy, block = allocator._alloc(array.shape, array.dtype, kind, name)
     copy[...] = array
+    block.pinned = True   # a leaf outlives the backward that reads it (see Pool use counts)
     leaf = Variable(copy, bool(requires_grad), None, name, block)
     if requires_grad:
-        leaf._grad_buffer = allocator._alloc(array.shape, array.dtype, "grad",
-                                             f"{name or 'param'}.grad")[0]
+        leaf._grad_buffer, grad_block = allocator._alloc(array.shape, array.dtype, "grad",
+                                                         f"{name or 'param'}.grad")
+        grad_block.pinned = True
     return leaf
 
 
