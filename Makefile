@@ -32,6 +32,7 @@ bench: $(VENV)/.bench-installed
 	$(PY) benchmarks/chain.py
 	$(PY) benchmarks/mlp.py
 	$(PY) benchmarks/memory.py
+	$(PY) benchmarks/digits.py
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info .pytest_cache .hypothesis

@@ -95,7 +95,7 @@ class Function:
         target = v._grad_buffer
         if (target is not None and v._grad is None and v.grad_fn is None
                 and target.shape == shape and target.dtype == dtype
-                and sum(u is v for u in self.inputs) == 1):   # x @ x would write it twice
+                and [u is v for u in self.inputs].count(True) == 1):   # x @ x: twice
             return target
         return self.buffer(shape=shape, dtype=dtype, kind="grad")
 
@@ -129,7 +129,9 @@ class Function:
                 requires_grad = a.requires_grad
             else:
                 out = cls.forward(node, *[v._data for v in variables], **params)
-                requires_grad = any(v.requires_grad for v in variables)
+                requires_grad = False
+                for v in variables:
+                    requires_grad = requires_grad or v.requires_grad
         except MinigradError:
             raise
         except (ValueError, IndexError) as exc:   # numpy's word for shapes/axes/indices that don't fit
@@ -161,7 +163,7 @@ class Function:
     def needs_input_grad(self) -> tuple:
         """For each input, whether backward must compute its gradient (others may be skipped)."""
         recording = hasattr(self, "released") or modes.grad_enabled   # recorded, or about to be
-        return tuple(recording and v.requires_grad for v in self.inputs)
+        return tuple([recording and v.requires_grad for v in self.inputs])
 
     @classmethod
     def shape_error(cls, shapes: list, params: dict, exc: Exception) -> ShapeError:

@@ -67,6 +67,8 @@ def max_backward(x: np.ndarray, y_keepdims: np.ndarray, grad_keepdims: np.ndarra
 
 def matmul_shape(a: np.ndarray, b: np.ndarray) -> tuple:
     """The shape of a @ b (numpy's rules: 1-D promotion, broadcast batch axes)."""
+    if a.ndim == 2 and b.ndim == 2:
+        return (a.shape[0], b.shape[1])
     a_shape = (1,) + a.shape if a.ndim == 1 else a.shape
     b_shape = b.shape + (1,) if b.ndim == 1 else b.shape
     batch = np.broadcast_shapes(a_shape[:-2], b_shape[:-2])
