@@ -177,8 +177,7 @@ class Relu(Function):
     @staticmethod
     def backward(ctx, grad_output):
         (a,) = ctx.saved_tensors
-        mask = np.greater(a, 0, out=ctx.buffer(a, dtype=bool))
-        return np.multiply(grad_output, mask, out=ctx.buffer(grad_output, a))
+        return np.multiply(grad_output, a > 0, out=ctx.buffer(grad_output, a))
 
 
 def add(a, b):
