@@ -33,6 +33,7 @@ bench: $(VENV)/.bench-installed
 	$(PY) benchmarks/mlp.py
 	$(PY) benchmarks/memory.py
 	$(PY) benchmarks/digits.py
+	$(PY) benchmarks/trace_cost.py
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info .pytest_cache .hypothesis

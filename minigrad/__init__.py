@@ -9,19 +9,20 @@
 """
 from . import check, errors
 from .arena import Arena, Block, Pool, StaleVariableError, current_allocator
-from .engine import Step, accumulate_grad, backward, backward_steps, topo_order
+from .engine import Step, accumulate_grad, backward, backward_groups, backward_steps, topo_order
 from .function import AccumulateGrad, Function, live_nodes, register
 from .modes import is_debug, is_grad_enabled, no_grad, set_debug
 from .ops import (add, broadcast_to, concat, cross_entropy, div, exp, getitem, linear, log,
                   log_softmax, matmul, max, mean, mse, mul, neg, pow, relu, reshape, sigmoid,
                   softmax, stack, sub, sum, tanh, transpose)
+from .trace import record, trace_of
 from .variable import OPS, Variable, create_leaf
 
 __version__ = "0.1.0"
 
 __all__ = [
     "Variable", "create_leaf", "Arena", "Pool", "Block", "StaleVariableError", "current_allocator", "Function", "register", "AccumulateGrad", "OPS",
-    "live_nodes", "backward", "backward_steps", "Step", "accumulate_grad", "topo_order",
+    "record", "trace_of", "live_nodes", "backward", "backward_steps", "Step", "accumulate_grad", "topo_order",
     "no_grad", "is_grad_enabled", "set_debug", "is_debug", "check", "errors",
     "add", "sub", "mul", "div", "neg", "pow", "exp", "log", "tanh", "sigmoid", "relu",
     "matmul", "linear", "sum", "mean", "max", "reshape", "transpose", "broadcast_to",

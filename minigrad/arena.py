@@ -144,6 +144,8 @@ class Arena:
         self._top = top = start + nbytes
         if top > self.high_water:
             self.high_water = top
+        if modes.recorder is not None:
+            modes.recorder.on_alloc(block)
         return block
 
     def mark(self) -> int:
@@ -155,12 +157,16 @@ class Arena:
         if not 0 <= mark <= self._top:
             raise ValueError(f"Arena {self.name!r}: pop_to({mark}) is above the top ({self._top}); "
                              f"marks must come from mark() and be popped innermost first.")
-        blocks = self.blocks
+        blocks, popped = self.blocks, []
         while blocks and blocks[-1].offset >= mark:
-            blocks.pop().alive = False
+            block = blocks.pop()
+            block.alive = False
+            popped.append(block)
         self._top = mark
         while self._chunk > 0 and self._starts[self._chunk] > mark:
             self._chunk -= 1
+        if modes.recorder is not None and popped:
+            modes.recorder.on_pop(self, popped)
 
     @contextmanager
     def scope(self) -> Iterator["Arena"]:
@@ -223,6 +229,8 @@ class Pool:
         self.used += size
         if self.used > self.high_water:
             self.high_water = self.used
+        if modes.recorder is not None:
+            modes.recorder.on_alloc(block)
         return array, block
 
     def reserve(self, nbytes: int, kind: str, owner: str | None = None) -> Block:
@@ -238,6 +246,8 @@ class Pool:
         del self._live[id(block.buffer.base)]
         self._free.setdefault(block.nbytes, []).append((block.offset, block.buffer))
         block.buffer = None
+        if modes.recorder is not None:
+            modes.recorder.on_free(block)
 
     # -- use counts: the engine calls these so backward can free memory early -----------------
     def block_of(self, array) -> Block | None:
@@ -275,9 +285,16 @@ class Pool:
 
     def pop_to(self, mark: int) -> None:
         """Free every block allocated since mark and drop them from the ledger."""
-        for block in self.blocks[mark:]:
-            self.free(block)
+        popped = self.blocks[mark:]
+        recorder, modes.recorder = modes.recorder, None   # one "pop" event, not one "free" each
+        try:
+            for block in popped:
+                self.free(block)
+        finally:
+            modes.recorder = recorder
         del self.blocks[mark:]
+        if recorder is not None and popped:
+            recorder.on_pop(self, popped)
 
     scope = Arena.scope
 

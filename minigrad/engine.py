@@ -14,6 +14,7 @@ Step record is built, so plain backward pays almost nothing for the ability to s
 """
 from __future__ import annotations
 
+import functools
 import random
 from typing import Iterator, NamedTuple
 
@@ -39,6 +40,18 @@ class Step(NamedTuple):
     grad: object = None
     pending_count: int | None = None
     first_write: bool | None = None
+    total: object = None   # "accumulate": the gradient summed so far (read it before the next
+    #                        step: later steps may add to the same array)
+
+
+PREVIEW = 8   # how many leading values a Step or a trace keeps of an array
+_step = functools.partial(tuple.__new__, Step)   # Step(...) without NamedTuple's Python-level
+#                                                  __new__: stepping makes several per node
+
+
+def preview(array) -> np.ndarray:
+    """A small copy of an array's first values in C order (cheap even for big arrays)."""
+    return np.asarray(array).flat[:PREVIEW]
 
 
 def accumulate_grad(variable, grad) -> bool:
@@ -127,14 +140,33 @@ def backward(loss, order: str = "pending", *, shuffle=None) -> None:
     zero_grad(); backward consumes the graph (no retain_graph), so differentiate again by running
     the forward computation again.
     """
-    for _ in _scheduler(order, shuffle)(loss, None, shuffle):
-        pass
+    run = _scheduler(order, shuffle)
+    recorder = modes.recorder
+    if recorder is None:
+        for _ in run(loss, False, shuffle):
+            pass
+    else:   # inside minigrad.record(): the same run, its steps written to the trace
+        for group in run(loss, True, shuffle):
+            recorder.on_steps(group)
 
 
 def backward_steps(loss, order: str = "pending", *, shuffle=None) -> Iterator[Step]:
     """backward() one event at a time: stop half way and the leaf grads written so far are real."""
-    run = _scheduler(order, shuffle)
-    return run(loss, [], shuffle)
+    return (step for group in backward_groups(loss, order, shuffle=shuffle) for step in group)
+
+
+def backward_groups(loss, order: str = "pending", *, shuffle=None) -> Iterator[list]:
+    """backward() one engine step at a time: each item is the list of Steps of one step (the
+    seed, one node's apply with all it caused, or done)."""
+    groups = _scheduler(order, shuffle)(loss, True, shuffle)
+    recorder = modes.recorder
+    return groups if recorder is None else _recorded(groups, recorder)
+
+
+def _recorded(groups, recorder):
+    for group in groups:
+        recorder.on_steps(group)
+        yield group
 
 
 def _scheduler(order, shuffle):
@@ -149,49 +181,60 @@ def _scheduler(order, shuffle):
                      f"or 'topo' (topological sort).")
 
 
-def _run_pending(loss, steps, shuffle):
+# The schedulers are generators. With stepping=False they yield nothing and build no Step at
+# all (plain backward); with stepping=True they yield one list of Steps per engine step.
+
+def _run_pending(loss, stepping: bool, shuffle):
     root = _check_loss(loss)
-    yield from _seed(loss, root, steps)
+    seeded = _seed(loss, root)
+    if stepping:
+        yield seeded
     if root is None:
         return
     pick = _random_pick(shuffle) if shuffle is not None else list.pop
     ready, reached = [root], [root]
+    steps = [] if stepping else None
     while True:
         while ready:
             _apply(pick(ready), ready, reached, steps)
-            if steps:
-                yield from steps
-                steps.clear()
+            if stepping:
+                yield steps
+                steps = []
         stalled = _stalled_node(reached)
         if stalled is None:
             break
         # Its remaining consumers are not on the loss's path, so no more gradient can arrive.
         ready.append(stalled)
-        if steps is not None:
-            yield Step("ready", stalled, pending_count=stalled.pending_count)
+        if stepping:
+            yield [Step("ready", stalled, None, None, stalled.pending_count)]
     if _debug[0]:
         _check_all_applied(reached)
-    if steps is not None:
-        yield Step("done", root)
+    if stepping:
+        yield [Step("done", root)]
 
 
-def _run_topo(loss, steps, shuffle):
+def _run_topo(loss, stepping: bool, shuffle):
     root = _check_loss(loss)
     order = topo_order(root) if root is not None else []
     for node in order:
         if node.released:
             raise _consumed(node)
-    yield from _seed(loss, root, steps)
+    seeded = _seed(loss, root)
+    if stepping:
+        yield seeded
+    if root is None:
+        return
     ready = []   # pending counts still count down, for the views; readiness is not used here
+    steps = [] if stepping else None
     for node in reversed(order):
         _apply(node, ready, None, steps)
-        if steps:
-            yield from steps
-            steps.clear()
+        if stepping:
+            yield steps
+            steps = []
     if _debug[0]:
         _check_all_applied(order)
-    if steps is not None:
-        yield Step("done", root)
+    if stepping:
+        yield [Step("done", root)]
 
 
 def _apply(node, ready, reached, steps) -> None:
@@ -215,7 +258,7 @@ def _apply(node, ready, reached, steps) -> None:
     if modes.anomaly:
         _check_finite(node, grads)
     if steps is not None:
-        steps.append(Step("apply", node, grad=grad_output))
+        steps.append(_step(("apply", node, None, grad_output, None, None, None)))
     saved = node.saved_tensors
     node.release()
     for parent, grad in zip(inputs, grads):
@@ -230,18 +273,21 @@ def _apply(node, ready, reached, steps) -> None:
             raise _consumed(fn)
         first = accumulate_grad(parent, grad)
         if steps is not None:
-            steps.append(Step("accumulate", node, parent, grad, first_write=first))
+            total = parent._grad if fn is None else fn.grad_output
+            if inputs.count(parent) > 1:   # x + x: the next write lands before anyone reads
+                total = preview(total)
+            steps.append(_step(("accumulate", node, parent, grad, None, first, total)))
         if fn is None:
             continue
         if first and reached is not None:
             reached.append(fn)
         count = fn.pending_count = fn.pending_count - 1
         if steps is not None:
-            steps.append(Step("pending", fn, parent, pending_count=count))
+            steps.append(_step(("pending", fn, parent, None, count, None, None)))
         if count == 0:
             ready.append(fn)
             if steps is not None:
-                steps.append(Step("ready", fn, parent, pending_count=0))
+                steps.append(_step(("ready", fn, parent, None, 0, None, None)))
         elif count < 0 and _debug[0]:
             raise InvariantError(f"{fn.name}: pending_count went negative ({count}); it must "
                                  f"equal the number of consumers recorded in forward.")
@@ -271,13 +317,12 @@ def _check_loss(loss):
     return root
 
 
-def _seed(loss, root, steps):
+def _seed(loss, root) -> list:
+    """d loss / d loss = 1; returns the Steps of this first step."""
     seed = np.ones(loss._data.shape, loss._data.dtype)
     accumulate_grad(loss, seed)
-    if steps is not None:
-        yield Step("start", root, loss, seed, first_write=True)
-        if root is None:
-            yield Step("done")
+    start = Step("start", root, loss, seed, None, True)
+    return [start] if root is not None else [start, Step("done")]
 
 
 def _consumed(node) -> BackwardError:

@@ -44,6 +44,8 @@ class Function:
     shape_rule = "inputs broadcast numpy-style: shapes are aligned from the right and each pair " \
                  "of sizes must be equal or one of them 1"
     shape_fix = "reshape one operand (e.g. x.reshape(-1, 1)) so the axes line up"
+    # What backward computes for each input, in words (read by traces and widgets).
+    grad_text: tuple = ()
 
     @staticmethod
     def forward(ctx, *arrays):
@@ -157,7 +159,10 @@ class Function:
             node._block = _record_node(node, allocator)
         if modes.anomaly:
             node.created_at = _creation_site()
-        return Variable(out, True, node, None, block)
+        output = Variable(out, True, node, None, block)
+        if modes.recorder is not None:
+            modes.recorder.on_op(node, output)
+        return output
 
     @property
     def needs_input_grad(self) -> tuple:

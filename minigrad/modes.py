@@ -16,6 +16,7 @@ class _ThreadModes(threading.local):
     grad_enabled = True
     anomaly = False
     allocator = None    # the Arena or Pool of the innermost scope; None means plain numpy arrays
+    recorder = None     # the trace Recorder of minigrad.record(), if one is active
 
 
 modes = _ThreadModes()

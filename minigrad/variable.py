@@ -306,12 +306,20 @@ def create_leaf(data, requires_grad: bool = False, *, name: str | None = None, d
             f"create_leaf(data, requires_grad=True, dtype=np.float32).")
     allocator = arena if arena is not None else modes.allocator
     if allocator is None:
-        return Variable(array.copy(), bool(requires_grad), None, name)
+        leaf = Variable(array.copy(), bool(requires_grad), None, name)
+    else:
+        leaf = _leaf_on(allocator, array, bool(requires_grad), name)
+    if modes.recorder is not None:
+        modes.recorder.on_leaf(leaf)
+    return leaf
+
+
+def _leaf_on(allocator, array: np.ndarray, requires_grad: bool, name) -> Variable:
     kind = "param" if requires_grad else "input"
     copy, block = allocator._alloc(array.shape, array.dtype, kind, name)
     copy[...] = array
     block.pinned = True   # a leaf outlives the backward that reads it (see Pool use counts)
-    leaf = Variable(copy, bool(requires_grad), None, name, block)
+    leaf = Variable(copy, requires_grad, None, name, block)
     if requires_grad:
         leaf._grad_buffer, grad_block = allocator._alloc(array.shape, array.dtype, "grad",
                                                          f"{name or 'param'}.grad")

@@ -128,7 +128,8 @@ def test_backward_steps_yields_step_namedtuples_from_start_to_done(order):
     loss, _ = small_mlp()
     steps = list(mg.backward_steps(loss, order=order))
     assert all(isinstance(s, mg.Step) for s in steps)
-    assert mg.Step._fields == ("kind", "node", "variable", "grad", "pending_count", "first_write")
+    assert mg.Step._fields == ("kind", "node", "variable", "grad", "pending_count", "first_write",
+                              "total")
     assert steps[0].kind == "start"
     assert steps[-1].kind == "done"
     assert [s.kind for s in steps].count("start") == 1

@@ -11,6 +11,8 @@ from ..function import Function, register
 @register("add")
 class Add(Function):
     """z = a + b; saves nothing: dz/da = dz/db = 1."""
+    grad_text = ("grad_output", "grad_output")
+
     @staticmethod
     def forward(ctx, a, b):
         return np.add(a, b, out=ctx.buffer(a, b))
@@ -23,6 +25,8 @@ class Add(Function):
 @register("sub")
 class Sub(Function):
     """z = a - b"""
+    grad_text = ("grad_output", "-grad_output")
+
     @staticmethod
     def forward(ctx, a, b):
         return np.subtract(a, b, out=ctx.buffer(a, b))
@@ -35,6 +39,8 @@ class Sub(Function):
 @register("mul")
 class Mul(Function):
     """z = a * b; each input's gradient needs the other input, so both are saved."""
+    grad_text = ("grad_output * b", "grad_output * a")
+
     @staticmethod
     def forward(ctx, a, b):
         ctx.save_for_backward(a, b)
@@ -50,6 +56,8 @@ class Mul(Function):
 @register("div")
 class Div(Function):
     """z = a / b; dz/da = 1/b, dz/db = -a/b^2."""
+    grad_text = ("grad_output / b", "-grad_output * a / b^2")
+
     @staticmethod
     def forward(ctx, a, b):
         ctx.save_for_backward(a, b)
@@ -67,6 +75,8 @@ class Div(Function):
 @register("neg")
 class Neg(Function):
     """z = -a"""
+    grad_text = ("-grad_output",)
+
     @staticmethod
     def forward(ctx, a):
         return np.negative(a, out=ctx.buffer(a))
@@ -79,6 +89,8 @@ class Neg(Function):
 @register("pow")
 class Pow(Function):
     """z = a ** p for a constant p; dz/da = p * a^(p-1)."""
+    grad_text = ("grad_output * p * a^(p-1)",)
+
     @staticmethod
     def forward(ctx, a, exponent):
         if not isinstance(exponent, (int, float, np.integer, np.floating)) or isinstance(exponent, bool):
@@ -101,6 +113,8 @@ class Pow(Function):
 @register("exp")
 class Exp(Function):
     """z = e^a; dz/da = z, so the output is saved, not the input."""
+    grad_text = ("grad_output * z",)
+
     @staticmethod
     def forward(ctx, a):
         z = np.exp(a, out=ctx.buffer(a, floating=True))
@@ -116,6 +130,8 @@ class Exp(Function):
 @register("log")
 class Log(Function):
     """z = ln a; dz/da = 1/a."""
+    grad_text = ("grad_output / a",)
+
     @staticmethod
     def forward(ctx, a):
         ctx.save_for_backward(a)
@@ -130,6 +146,8 @@ class Log(Function):
 @register("tanh")
 class Tanh(Function):
     """z = tanh a; dz/da = 1 - z^2."""
+    grad_text = ("grad_output * (1 - z^2)",)
+
     @staticmethod
     def forward(ctx, a):
         z = np.tanh(a, out=ctx.buffer(a, floating=True))
@@ -148,6 +166,8 @@ class Tanh(Function):
 @register("sigmoid")
 class Sigmoid(Function):
     """z = 1 / (1 + e^-a); dz/da = z (1 - z)."""
+    grad_text = ("grad_output * z * (1 - z)",)
+
     @staticmethod
     def forward(ctx, a):
         z = np.negative(a, out=ctx.buffer(a, floating=True))
@@ -169,6 +189,8 @@ class Sigmoid(Function):
 @register("relu")
 class Relu(Function):
     """z = max(a, 0); dz/da = 1 where a > 0 (the input is saved to know where)."""
+    grad_text = ("grad_output * (a > 0)",)
+
     @staticmethod
     def forward(ctx, a):
         ctx.save_for_backward(a)

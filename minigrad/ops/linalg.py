@@ -15,6 +15,7 @@ _MATMUL_FIX = "transpose one operand (b.T) or reshape it so the inner sizes agre
 @register("matmul")
 class MatMul(Function):
     """Z = A @ B; dA = G @ B^T, dB = A^T @ G (both operands saved)."""
+    grad_text = ("grad_output @ B^T", "A^T @ grad_output")
     shape_rule, shape_fix = _MATMUL_RULE, _MATMUL_FIX
 
     @staticmethod
@@ -32,6 +33,7 @@ class MatMul(Function):
 @register("linear")
 class Linear(Function):
     """Y = X @ W + b; dX = G @ W^T, dW = X^T @ G, db = G summed over the batch."""
+    grad_text = ("grad_output @ W^T", "X^T @ grad_output", "grad_output summed over the batch")
     shape_rule = _MATMUL_RULE + "; b must broadcast to X @ W (usually shape (m,))"
     shape_fix = "W has shape (in_features, out_features); check x.shape[-1] == W.shape[0]"
 

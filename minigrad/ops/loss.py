@@ -11,6 +11,7 @@ from ..function import Function, register
 @register("softmax")
 class Softmax(Function):
     """z = exp(a) / sum(exp(a)) along axis; saves its output, which is all backward needs."""
+    grad_text = ("z * (grad_output - sum(grad_output * z))",)
     shape_rule = "axis must be within the input's dimensions"
     shape_fix = "use axis=-1 for the last axis"
 
@@ -30,6 +31,7 @@ class Softmax(Function):
 @register("log_softmax")
 class LogSoftmax(Function):
     """z = a - log(sum(exp(a))) along axis; saves its output."""
+    grad_text = ("grad_output - softmax(a) * sum(grad_output)",)
     shape_rule = Softmax.shape_rule
     shape_fix = Softmax.shape_fix
 
@@ -50,6 +52,7 @@ class LogSoftmax(Function):
 @register("cross_entropy")
 class CrossEntropy(Function):
     """L = -mean_i log softmax(logits_i)[t_i]; dL/dlogits = (softmax - onehot(t)) / N."""
+    grad_text = ("(softmax(logits) - onehot(t)) / N * grad_output", "none (class indices)")
 
     @staticmethod
     def forward(ctx, logits, targets):
@@ -73,6 +76,7 @@ class CrossEntropy(Function):
 @register("mse")
 class MSE(Function):
     """L = mean((pred - target)^2); dL/dpred = 2 (pred - target) / n."""
+    grad_text = ("2 (pred - target) / n * grad_output", "-2 (pred - target) / n * grad_output")
     shape_fix = "give prediction and target the same shape (e.g. y.reshape(-1, 1))"
 
     @staticmethod

@@ -31,6 +31,7 @@ def _expand(grad_output, axes, keepdims: bool):
 @register("sum")
 class Sum(Function):
     """z = sum of a over axis; dz/da = 1 everywhere."""
+    grad_text = ("grad_output spread back over the summed axes",)
     shape_rule, shape_fix = _AXIS_RULE, _AXIS_FIX
 
     @staticmethod
@@ -46,6 +47,7 @@ class Sum(Function):
 @register("mean")
 class Mean(Function):
     """z = mean of a over axis; dz/da = 1/n, n the number of averaged elements."""
+    grad_text = ("grad_output / n spread back over the averaged axes",)
     shape_rule, shape_fix = _AXIS_RULE, _AXIS_FIX
 
     @staticmethod
@@ -64,6 +66,7 @@ class Mean(Function):
 @register("max")
 class Max(Function):
     """z = max of a over axis; the gradient goes to the maximal entries (ties share it)."""
+    grad_text = ("grad_output routed to the maximal entries",)
     shape_rule, shape_fix = _AXIS_RULE, _AXIS_FIX
 
     @staticmethod

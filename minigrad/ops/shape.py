@@ -9,6 +9,7 @@ from ..function import Function, register
 @register("reshape")
 class Reshape(Function):
     """z = a viewed with a new shape (same values, same order); the gradient is reshaped back."""
+    grad_text = ("grad_output reshaped back",)
     shape_rule = "the new shape must hold exactly as many elements as the input (one -1 may be inferred)"
     shape_fix = "check the product of the sizes, or use -1 for one axis"
 
@@ -25,6 +26,7 @@ class Reshape(Function):
 @register("transpose")
 class Transpose(Function):
     """z = a with its axes permuted (reversed when axes is None); the gradient is permuted back."""
+    grad_text = ("grad_output with the axes permuted back",)
     shape_rule = "axes must be a permutation of range(a.ndim)"
     shape_fix = "give every axis exactly once, e.g. x.transpose(1, 0, 2)"
 
@@ -41,6 +43,7 @@ class Transpose(Function):
 @register("broadcast_to")
 class BroadcastTo(Function):
     """z = a repeated along new or size-1 axes; accumulate_grad sums the gradient back."""
+    grad_text = ("grad_output, summed back to a's shape by accumulate_grad",)
     shape_rule = "each input axis must equal the target axis or be 1, aligned from the right"
     shape_fix = "pick a target shape that the input broadcasts to"
 
@@ -56,6 +59,7 @@ class BroadcastTo(Function):
 @register("concat")
 class Concat(Function):
     """z = [a1, a2, ...] joined along an existing axis; each input gets its slice of the gradient."""
+    grad_text = ("the slice of grad_output that came from this input",)
     shape_rule = "all inputs must have the same shape except along the joining axis"
     shape_fix = "reshape the inputs so the other axes agree, or join along another axis"
 
@@ -73,6 +77,7 @@ class Concat(Function):
 @register("stack")
 class Stack(Function):
     """z = [a1, a2, ...] stacked along a new axis; input i gets the gradient's i-th slice."""
+    grad_text = ("the slice of grad_output that came from this input",)
     shape_rule = "all inputs must have the same shape"
     shape_fix = "reshape or pad the inputs to one shape first"
 
@@ -90,6 +95,7 @@ class Stack(Function):
 @register("getitem")
 class GetItem(Function):
     """z = a[index]; the gradient is scattered back (added, so repeated indices sum up)."""
+    grad_text = ("grad_output scattered back into zeros of a's shape",)
     shape_rule = "the index must be valid for the input's shape (ints, slices, integer arrays)"
     shape_fix = "check the index against x.shape"
 

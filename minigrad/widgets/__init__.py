@@ -1,0 +1,8 @@
+"""Jupyter widgets for minigrad (needs the `lab` extra: anywidget, ipywidgets, graphviz).
+
+Importing minigrad does not import this package; `from minigrad.widgets import ...` does.
+"""
+from .export import save_html
+from .views import BackwardStepper, GraphView, MemoryView
+
+__all__ = ["GraphView", "BackwardStepper", "MemoryView", "save_html"]

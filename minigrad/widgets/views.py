@@ -1,0 +1,141 @@
+"""The widgets: GraphView, BackwardStepper, MemoryView. Python builds the trace and the DOT once;
+the browser lays the graph out and replays the trace (play, step, scrub and hover run there)."""
+from __future__ import annotations
+
+import traitlets
+
+from ..arena import Arena, Pool
+from ..engine import backward_groups
+from ..modes import modes
+from ..trace import Recorder
+from ..variable import Variable
+from ._base import MAX_NODES, TraceWidget, too_big_message
+from .dot import to_dot
+
+
+def _drawing(trace: dict, show_saved: bool, max_nodes: int) -> dict:
+    message = too_big_message(trace, max_nodes)
+    return {"dot": "" if message else to_dot(trace, show_saved=show_saved), "message": message}
+
+
+class GraphView(TraceWidget):
+    """The graph of a Variable: data, parameters, ops and outputs styled apart, parent edges
+    solid, saved-tensor edges dashed; hover a node for its values and its parents vs saved
+    tensors."""
+
+    _bundle_name = "graph.js"
+
+    def __init__(self, variable: Variable, *, show_saved: bool = True, show_values: bool = False,
+                 title: str | None = None, max_nodes: int = MAX_NODES) -> None:
+        trace = Recorder(title).add_graph(variable).trace
+        super().__init__(trace, **_drawing(trace, show_saved, max_nodes), show_saved=show_saved,
+                         show_values=show_values, title=title or "")
+
+
+class BackwardStepper(TraceWidget):
+    """Backward, one step at a time, on the real engine.
+
+    The widget starts where forward ended. Each step (the Step button, or `stepper.step()` from
+    Python) runs the engine for one more node, so `W.grad` in the next cell shows exactly what
+    backward has written so far. Stepping back replays what was recorded; it does not undo the
+    engine. `stepper.finish()` runs backward to the end.
+    """
+
+    _bundle_name = "stepper.js"
+    frame = traitlets.Int(0).tag(sync=True)
+    live = traitlets.Bool(True).tag(sync=True)
+
+    def __init__(self, loss: Variable, order: str = "pending", *, show_saved: bool = True,
+                 show_values: bool = False, title: str | None = None,
+                 max_nodes: int = MAX_NODES) -> None:
+        self._recorder = Recorder(title).add_graph(loss)
+        self._groups = backward_groups(loss, order=order)
+        trace = self._recorder.trace
+        self._sent_events, self._sent_frames = len(trace["events"]), len(trace["frames"])
+        super().__init__(trace, **_drawing(trace, show_saved, max_nodes), show_saved=show_saved,
+                         show_values=show_values, order=order, title=title or "")
+        self.frame = trace["initial_frame"]
+        self.on_msg(self._on_message)
+
+    @classmethod
+    def from_trace(cls, trace: dict, *, show_saved: bool = True,
+                   max_nodes: int = MAX_NODES) -> "BackwardStepper":
+        """A replay of a recorded trace (minigrad.record()); no engine behind it."""
+        stepper = cls.__new__(cls)
+        stepper._recorder, stepper._groups = None, iter(())
+        TraceWidget.__init__(stepper, trace, **_drawing(trace, show_saved, max_nodes),
+                             show_saved=show_saved, title=trace.get("title") or "")
+        stepper.frame, stepper.live = trace["initial_frame"], False
+        return stepper
+
+    def step(self, steps: int = 1) -> None:
+        """Run the real engine for `steps` more steps (seed, one node, or the end)."""
+        for _ in range(steps):
+            if not self._advance():
+                break
+        self._publish()
+
+    def finish(self) -> None:
+        """Run backward to the end."""
+        while self._advance():
+            pass
+        self._publish()
+
+    def _advance(self) -> bool:
+        """Run one engine step (the seed, one node, or done); False when backward is over."""
+        if not self.live:
+            return False
+        previous, modes.recorder = modes.recorder, self._recorder   # record allocations too
+        try:
+            group = next(self._groups, None)
+        finally:
+            modes.recorder = previous
+        if group is None:
+            self.live = False
+            return False
+        self._recorder.on_steps(group)
+        if group[-1].kind == "done":
+            self.live = False
+        return True
+
+    def _publish(self) -> None:
+        trace = self._recorder.trace
+        events, frames = trace["events"], trace["frames"]
+        self.send({"kind": "append", "events": events[self._sent_events:],
+                   "frames": frames[self._sent_frames:], "blocks": trace["blocks"],
+                   "arenas": trace["arenas"]})
+        self._sent_events, self._sent_frames = len(events), len(frames)
+        with self.hold_sync():
+            self.trace = trace   # the whole document stays current: views drawn later, save_html
+            self.frame = len(frames) - 1
+
+    def _on_message(self, _widget, content, _buffers) -> None:
+        if content.get("kind") == "advance":
+            self.step(int(content.get("steps", 1)))
+        elif content.get("kind") == "finish":
+            self.finish()
+
+
+class MemoryView(TraceWidget):
+    """An arena or pool as a strip of blocks by kind, with bytes over time when given a trace."""
+
+    _bundle_name = "memory.js"
+
+    def __init__(self, source, *, title: str | None = None) -> None:
+        if isinstance(source, (Arena, Pool)):
+            trace = _ledger_trace(source, title)
+        elif isinstance(source, dict):
+            trace = source
+        else:
+            raise TypeError(f"MemoryView: expected an Arena, a Pool or a trace dict "
+                            f"(minigrad.record().trace), got {type(source).__name__}.")
+        super().__init__(trace, title=title or trace.get("title") or "")
+
+
+def _ledger_trace(allocator, title) -> dict:
+    recorder = Recorder(title or f"{allocator.name}: the ledger now")
+    for block in allocator.blocks:
+        if block.alive:
+            recorder._reconstructed_alloc(block) if isinstance(allocator, Arena) \
+                else recorder.on_alloc(block)
+    return recorder.trace

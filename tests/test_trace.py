@@ -1,0 +1,183 @@
+"""Traces: the document record() and trace_of() build, checked against the JSON schema and
+against what the engine really did."""
+import json
+import pathlib
+
+import jsonschema
+import numpy as np
+import pytest
+
+import minigrad as mg
+
+SCHEMA = json.loads((pathlib.Path(mg.__file__).parent / "trace.schema.json").read_text())
+
+
+def valid(doc):
+    jsonschema.validate(doc, SCHEMA)
+    json.dumps(doc)   # plain JSON, nothing numpy left inside
+    return doc
+
+
+def mlp_step(allocator=None):
+    X, y, _, _ = mg.data.digits_split()
+    model = mg.nn.MLP([64, 16, 10], seed=0)
+    with mg.record("step") as rec:
+        scope = allocator.scope() if allocator is not None else _nothing()
+        with scope:
+            x = mg.create_leaf(X[:8], name="x")
+            loss = mg.cross_entropy(model(x), y[:8])
+            loss.backward()
+    return rec.trace, model
+
+
+class _nothing:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+def by_type(doc, kind):
+    return [e for e in doc["events"] if e["type"] == kind]
+
+
+def test_recorded_mlp_step_matches_the_schema_and_the_graph():
+    doc, model = mlp_step()
+    valid(doc)
+    ops = [n for n in doc["nodes"] if n["type"] == "op"]
+    assert [n["name"] for n in ops] == ["linear", "relu", "linear", "cross_entropy"]
+    roles = {n["label"]: n["role"] for n in doc["nodes"] if n["type"] == "variable"}
+    assert roles["x"] == "data" and roles["layer0.weight"] == "param"
+    assert [n["role"] for n in doc["nodes"] if n["type"] == "variable"].count("output") == 1
+    # every op applied exactly once, in an order where each op runs after its consumers
+    applied = [e["node"] for e in by_type(doc, "apply")]
+    assert sorted(applied) == sorted(n["id"] for n in ops)
+    assert applied == [n["id"] for n in reversed(ops)]
+    # parameters end with the gradient the engine computed
+    last = {}
+    for e in by_type(doc, "accumulate"):
+        last[e["variable"]] = e["grad"]
+    for p in model.parameters():
+        var = next(n["id"] for n in doc["nodes"] if n.get("name") == p.name)
+        assert np.allclose(last[var], p.grad.ravel()[:len(last[var])])
+
+
+def test_parents_and_saved_tensors_are_different_edges():
+    with mg.record() as rec:
+        a = mg.create_leaf([1.0, 2.0], requires_grad=True, name="a")
+        b = mg.create_leaf([3.0, 4.0], requires_grad=True, name="b")
+        s = a + b            # two parents, saves nothing
+        e = s.exp()          # one parent, saves its own output
+        (e * a).sum().backward()
+    doc = valid(rec.trace)
+    ops = {n["name"]: n for n in doc["nodes"] if n["type"] == "op"}
+    edges = doc["edges"]
+    add_parents = [x for x in edges if x["target"] == ops["add"]["id"] and x["kind"] == "parent"]
+    assert [x["slot"] for x in add_parents] == [0, 1]
+    assert not [x for x in edges if x["target"] == ops["add"]["id"] and x["kind"] == "saved"]
+    assert ops["exp"]["saved"][0]["source"] == ops["exp"]["output"]
+    assert ops["exp"]["saved"][0]["what"] == "its output"
+    assert {s["source"] for s in ops["mul"]["saved"]} == set(ops["mul"]["inputs"])
+
+
+def test_pending_counts_first_writes_and_sums_in_the_diamond():
+    with mg.record() as rec:
+        x = mg.create_leaf([1.0, -2.0], requires_grad=True, name="x")
+        h = x * 3.0
+        z = (h + h).sum()    # h feeds one op twice: two consumer edges
+        z.backward()
+    doc = valid(rec.trace)
+    mul = next(n for n in doc["nodes"] if n["type"] == "op" and n["name"] == "mul")
+    assert mul["pending_count"] == 2
+    counts = [e["count"] for e in by_type(doc, "pending") if e["node"] == mul["id"]]
+    assert counts == [1, 0]
+    h_id = mul["output"]
+    writes = [e["first_write"] for e in by_type(doc, "accumulate") if e["variable"] == h_id]
+    assert writes == [True, False]
+    assert np.allclose(x.grad, [6.0, 6.0])
+
+
+def test_frames_group_forward_ops_and_backward_steps():
+    doc, _ = mlp_step()
+    events, frames = doc["events"], doc["frames"]
+    assert frames == sorted(frames) and frames[-1] == len(events) - 1
+    init = frames[doc["initial_frame"]]
+    assert all(e["phase"] == "forward" for e in events[:init + 1])
+    assert events[init + 1]["type"] == "start"
+    # each backward frame after the seed holds exactly one apply
+    backward = [f for f in frames if f > init + 1]
+    starts = [init + 1] + backward[:-1]
+    applies = [sum(e["type"] == "apply" for e in events[a + 1:b + 1])
+               for a, b in zip(starts, backward)]
+    assert applies[:-1] == [1] * (len(applies) - 1)
+    assert events[-1]["type"] == "consume" and events[-2]["type"] == "done"
+
+
+def test_arena_allocations_and_the_pop_are_in_the_trace():
+    graph = mg.Arena("graph", 1 << 16)
+    doc, _ = mlp_step(graph)
+    valid(doc)
+    allocs = by_type(doc, "alloc")
+    kinds = {b["kind"] for b in doc["blocks"]}
+    assert {"input", "activation", "node", "grad", "saved"} <= kinds
+    assert [a["name"] for a in doc["arenas"]] == ["graph"]
+    pop = by_type(doc, "pop")[-1]
+    assert set(pop["blocks"]) == {a["block"] for a in allocs} and pop["used"] == 0
+    assert max(a["high_water"] for a in allocs) == graph.high_water
+    # backward allocations are written inside the node's step, after its "apply"
+    for i, e in enumerate(doc["events"]):
+        if e["type"] == "alloc" and e["phase"] == "backward":
+            before = [x["type"] for x in doc["events"][:i]]
+            assert "apply" in before
+
+
+def test_pool_frees_show_up_as_free_events():
+    doc, _ = mlp_step(mg.Pool("pool"))
+    valid(doc)
+    frees = by_type(doc, "free")
+    assert frees, "a pool frees saved tensors and grads during backward"
+    assert all(e["phase"] == "backward" for e in frees)
+
+
+def test_trace_of_reads_a_graph_without_recording_it():
+    graph = mg.Arena("graph", 1 << 16)
+    W = mg.create_leaf(np.ones((3, 2)), requires_grad=True, name="W")
+    with graph.scope():
+        x = mg.create_leaf(np.ones((4, 3)), name="x")
+        h = (x @ W).tanh()
+        loss = (h * h).sum()
+        doc = valid(mg.trace_of(loss, "read back"))
+        assert doc["title"] == "read back"
+        assert [e["type"] for e in doc["events"]].count("op") == 4
+        tanh = next(n for n in doc["nodes"] if n["type"] == "op" and n["name"] == "tanh")
+        assert tanh["pending_count"] == h.grad_fn.pending_count == 2   # h * h: two edges
+        assert all(e.get("reconstructed") for e in by_type(doc, "alloc"))
+        loss.backward()
+    with pytest.raises(ValueError, match="consumed"):
+        mg.trace_of(loss)
+
+
+def test_recording_is_off_by_default_and_ends_with_the_block():
+    with mg.record() as rec:
+        a = mg.create_leaf([1.0], requires_grad=True)
+    (a * 2).sum().backward()   # outside the block: not recorded
+    assert [e["type"] for e in rec.trace["events"]] == ["leaf"]
+    assert mg.modes.modes.recorder is None
+
+
+def test_user_names_stay_text():
+    name = '<img src=x onerror=alert(1)> "\\N'
+    with mg.record() as rec:
+        w = mg.create_leaf([1.0], requires_grad=True, name=name)
+        (w * 2).sum().backward()
+    doc = valid(rec.trace)
+    assert any(n.get("name") == name for n in doc["nodes"])
+
+
+def test_step_total_is_the_gradient_summed_so_far():
+    x = mg.create_leaf([1.0, 2.0], requires_grad=True)
+    steps = [s for s in mg.backward_steps((x * x + x).sum()) if s.kind == "accumulate"
+             and s.variable is x]
+    assert [s.first_write for s in steps] == [True, False, False]
+    assert np.allclose(steps[-1].total, x.grad)
