@@ -36,7 +36,9 @@ def save_html(widget, path, *, finish: bool = True) -> pathlib.Path:
 
     if isinstance(widget, BackwardStepper) and finish:
         widget.finish()
-    kind = {GraphView: "graph", BackwardStepper: "stepper", MemoryView: "memory"}.get(type(widget))
+    # isinstance, not type(): traitlets' add_traits gives each widget instance a subclass.
+    kind = next((name for cls, name in ((GraphView, "graph"), (BackwardStepper, "stepper"),
+                                        (MemoryView, "memory")) if isinstance(widget, cls)), None)
     if kind is None:
         raise TypeError(f"save_html: expected a GraphView, BackwardStepper or MemoryView, got "
                         f"{type(widget).__name__}.")

@@ -70,16 +70,19 @@ class BackwardStepper(TraceWidget):
 
     def step(self, steps: int = 1) -> None:
         """Run the real engine for `steps` more steps (seed, one node, or the end)."""
-        for _ in range(steps):
-            if not self._advance():
-                break
-        self._publish()
+        advanced = 0
+        while advanced < steps and self._advance():
+            advanced += 1
+        if advanced:
+            self._publish()
 
     def finish(self) -> None:
         """Run backward to the end."""
+        advanced = 0
         while self._advance():
-            pass
-        self._publish()
+            advanced += 1
+        if advanced:
+            self._publish()
 
     def _advance(self) -> bool:
         """Run one engine step (the seed, one node, or done); False when backward is over."""
