@@ -22,10 +22,19 @@ $(VENV)/.bench-installed: pyproject.toml | $(VENV)/bin/python
 	$(PIP) install -e '.[bench]'
 	touch $@
 
-test: $(VENV)/.test-installed
+# The widgets' browser bundle: built by the install (see pyproject.toml); rebuilt here when a
+# JavaScript source changed since, so `make test` always tests what the sources say.
+JS_SOURCES := $(wildcard widgets/src/*) widgets/build.mjs widgets/package.json widgets/package-lock.json
+BUNDLE     := minigrad/widgets/static/stepper.js
+
+$(BUNDLE): $(JS_SOURCES)
+	cd widgets && npm ci --include=dev --no-audit --no-fund && npm run build
+
+test: $(VENV)/.test-installed $(BUNDLE)
+	cd widgets && npm test
 	MINIGRAD_DEBUG=1 $(PY) -m pytest
 
-lab: $(VENV)/.lab-installed
+lab: $(VENV)/.lab-installed $(BUNDLE)
 	$(VENV)/bin/jupyter lab lessons/
 
 bench: $(VENV)/.bench-installed

@@ -115,8 +115,8 @@ class Recorder:
         entry = self._block(block)
         event = {"type": "alloc", "block": entry["id"], "arena": entry["arena"],
                  "used": int(block.allocator.used), "high_water": int(block.allocator.high_water),
-                 "text": f"{entry['kind']} block of {block.nbytes} bytes for {block.owner} on "
-                         f"{block.allocator.name}."}
+                 "text": f"{entry['kind']} block of {block.nbytes} bytes for "
+                         f"{block.owner or 'an unnamed array'} on {block.allocator.name}."}
         self._write_or_hold(event)
 
     def on_free(self, block) -> None:
@@ -266,8 +266,9 @@ class Recorder:
         arena["_high"] = max(arena.get("_high", 0), end)
         self._event("alloc", block=entry["id"], arena=entry["arena"], used=end,
                     high_water=arena["_high"], reconstructed=True,
-                    text=f"{entry['kind']} block of {block.nbytes} bytes for {block.owner} on "
-                         f"{block.allocator.name} (read from the ledger).")
+                    text=f"{entry['kind']} block of {block.nbytes} bytes for "
+                         f"{block.owner or 'an unnamed array'} on {block.allocator.name} (read "
+                         f"from the ledger).")
 
     # -- the document -------------------------------------------------------------------------
     @property
@@ -350,7 +351,7 @@ class Recorder:
         if new:
             self._blocks[block_id] = {"id": block_id, "arena": self._arena(block.allocator),
                                       "offset": int(block.offset), "nbytes": int(block.nbytes),
-                                      "kind": block.kind, "owner": str(block.owner)}
+                                      "kind": block.kind, "owner": str(block.owner or "")}
         return self._blocks[block_id]
 
     def _block_id(self, block) -> str | None:

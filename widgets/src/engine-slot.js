@@ -1,0 +1,33 @@
+// The meeting point between the layout engine and the views on one page.
+//
+// globalThis.__minigrad_viz is a promise of the engine, with `provide(engine)` attached.
+// Whoever comes first creates it: the engine model's initialize() (viz.js) or a view that
+// renders before the engine has arrived. Both sides call engineSlot(), so the order in which
+// anywidget loads the models does not matter. The promise never rejects: an engine that
+// could not start is provided as {mode: "failed", error}.
+export const ENGINE_KEY = "__minigrad_viz";
+
+export function engineSlot(g = globalThis) {
+  let slot = g[ENGINE_KEY];
+  if (!slot || typeof slot.then !== "function" || typeof slot.provide !== "function") {
+    let resolve;
+    slot = new Promise((r) => (resolve = r));
+    slot.engine = null;
+    slot.starting = null;
+    slot.provide = (engine) => {
+      if (slot.engine) return false;
+      slot.engine = engine;
+      resolve(engine);
+      return true;
+    };
+    g[ENGINE_KEY] = slot;
+  }
+  return slot;
+}
+
+/** A new, empty slot in place of one whose engine failed (so that a later engine can try again). */
+export function resetFailedSlot(g = globalThis) {
+  const slot = g[ENGINE_KEY];
+  if (slot && slot.engine && slot.engine.mode === "failed") g[ENGINE_KEY] = undefined;
+  return engineSlot(g);
+}

@@ -1,0 +1,42 @@
+// Numbers, arrays and byte counts as short text.
+
+/** One number as a student reads it: 4 significant digits, nan/inf for JSON's null. */
+export function num(x) {
+  if (x === null || x === undefined) return "nan/inf";
+  if (typeof x !== "number") return String(x);
+  if (x === 0) return "0";
+  if (Number.isInteger(x) && Math.abs(x) < 1e6) return String(x);
+  const a = Math.abs(x);
+  if (a >= 1e-3 && a < 1e5) return String(Number(x.toPrecision(4)));
+  return x.toExponential(2).replace("e+", "e");
+}
+
+/** The first values of an array: "[0.42, -1.5, …]" ("…" when the array has more). */
+export function values(list, size, max = 8) {
+  const shown = (list || []).slice(0, max);
+  const more = (size !== undefined && size > shown.length) || (list || []).length > shown.length;
+  return `[${shown.map(num).join(", ")}${more ? ", …" : ""}]`;
+}
+
+/** A short form for a badge on the graph: "0.42, -1.5…". */
+export function shortValues(list, size, max = 2) {
+  const shown = (list || []).slice(0, max);
+  const more = (size !== undefined && size > shown.length) || (list || []).length > shown.length;
+  return shown.map(num).join(", ") + (more ? "…" : "");
+}
+
+export function shape(dims) {
+  return dims && dims.length ? dims.join("×") : "scalar";
+}
+
+export function bytes(n) {
+  if (n === null || n === undefined || !Number.isFinite(n)) return "?";
+  if (n < 1024) return `${n} B`;
+  if (n < 1024 * 1024) return `${(n / 1024).toFixed(n < 10240 ? 1 : 0)} KiB`;
+  if (n < 1024 ** 3) return `${(n / 1024 ** 2).toFixed(1)} MiB`;
+  return `${(n / 1024 ** 3).toFixed(1)} GiB`;
+}
+
+export function count(n) {
+  return Number(n).toLocaleString("en-US");
+}

@@ -1,0 +1,243 @@
+// The graph picture: Graphviz's SVG, parsed once per layout, with its elements indexed by id
+// so that later changes (stepping) only touch the elements that change.
+import { h, s } from "./dom.js";
+
+const NUMBER = /-?(?:\d+\.?\d*|\.\d+)(?:e[-+]?\d+)?/gi;
+
+function bboxOf(elements) {
+  let x1 = Infinity, y1 = Infinity, x2 = -Infinity, y2 = -Infinity;
+  const add = (x, y) => {
+    if (x < x1) x1 = x;
+    if (x > x2) x2 = x;
+    if (y < y1) y1 = y;
+    if (y > y2) y2 = y;
+  };
+  for (const el of elements) {
+    const tag = el.localName;
+    if (tag === "ellipse" || tag === "circle") {
+      const cx = +el.getAttribute("cx"), cy = +el.getAttribute("cy");
+      const rx = +(el.getAttribute("rx") ?? el.getAttribute("r")), ry = +(el.getAttribute("ry") ?? el.getAttribute("r"));
+      add(cx - rx, cy - ry);
+      add(cx + rx, cy + ry);
+    } else if (tag === "rect") {
+      const x = +el.getAttribute("x"), y = +el.getAttribute("y");
+      add(x, y);
+      add(x + +el.getAttribute("width"), y + +el.getAttribute("height"));
+    } else {
+      const nums = (el.getAttribute(tag === "path" ? "d" : "points") || "").match(NUMBER) || [];
+      for (let i = 0; i + 1 < nums.length; i += 2) add(+nums[i], +nums[i + 1]);
+    }
+  }
+  if (x1 === Infinity) return null;
+  return { x1, y1, x2, y2, cx: (x1 + x2) / 2, cy: (y1 + y2) / 2 };
+}
+
+/** Remove what a picture of a graph never needs and could misuse: scripts, foreign HTML, links. */
+function sanitize(svg) {
+  for (const el of svg.querySelectorAll("script, foreignObject, iframe, object, embed")) el.remove();
+  for (const a of svg.querySelectorAll("a")) {
+    for (const name of ["href", "xlink:href"]) {
+      const value = a.getAttribute(name);
+      if (value !== null && !value.startsWith("#")) a.removeAttribute(name);
+    }
+  }
+}
+
+export function describeNode(node) {
+  if (!node) return "";
+  if (node.type === "op") return `op ${node.label}`;
+  const role = { param: "parameter", data: "data", intermediate: "intermediate", output: "output" }[node.role] || "variable";
+  return `${role} ${node.label}`;
+}
+
+export class GraphCanvas {
+  /**
+   * onInspect(id | null, how) is called when the pointer or the keyboard focus enters or leaves
+   * a node ("hover", "focus"), and on a click ("click").
+   */
+  constructor({ onInspect } = {}) {
+    this.el = h("div", { class: "mg-graph" });
+    this.onInspect = onInspect || (() => {});
+    this.svg = null;
+    this.nodes = new Map(); // id -> {g, bbox, badge, badgeText, tag, tagRect, tagText}
+    this.edges = []; // k -> <g> of edge e<k>
+    this.scale = 1;
+    this.fit = "auto";
+    this.boxWidth = 0;
+    this.size = null;
+  }
+
+  showMessage(text, kind = "info") {
+    this.svg = null;
+    this.nodes = new Map();
+    this.edges = [];
+    this.el.replaceChildren(h("div", { class: `mg-message mg-message-${kind}`, role: kind === "error" ? "alert" : "status", text }));
+  }
+
+  /**
+   * Put Graphviz's SVG text on the page. index: indexTrace() of the trace the DOT was made
+   * from (labels for accessibility); badges / gradTags: add pending-count badges to ops and
+   * gradient tags to variables (the stepper).
+   */
+  mount(svgText, index, { badges = false, gradTags = false } = {}) {
+    const doc = new DOMParser().parseFromString(svgText, "image/svg+xml");
+    const root = doc.documentElement;
+    if (!root || root.localName !== "svg" || doc.getElementsByTagName("parsererror").length) {
+      throw new Error("Graphviz returned something that is not SVG");
+    }
+    // The box's width, read before the picture goes in (a read after would lay the SVG out now).
+    this.boxWidth = this.el.clientWidth || this.boxWidth || 0;
+    const svg = document.adoptNode(root);
+    sanitize(svg);
+    svg.classList.add("mg-svg");
+    svg.setAttribute("role", "group");
+    svg.setAttribute("aria-label", "computation graph");
+
+    const nodes = new Map();
+    for (const g of svg.querySelectorAll("g.node")) {
+      const id = g.getAttribute("id");
+      if (!id) continue;
+      // Graphviz's <title> would show the DOT name as a native tooltip: the inspector says more.
+      for (const t of g.querySelectorAll("title")) t.remove();
+      const shapes = g.querySelectorAll("polygon, ellipse, path, polyline, rect, circle");
+      for (const el of shapes) el.classList.add("mg-shape");
+      const record = { g, bbox: bboxOf(shapes) };
+      const node = index && index.nodes.get(id);
+      g.setAttribute("tabindex", "0");
+      g.setAttribute("role", "button");
+      g.setAttribute("aria-label", describeNode(node) || id);
+      nodes.set(id, record);
+    }
+    const edges = [];
+    for (const g of svg.querySelectorAll("g.edge")) {
+      for (const t of g.querySelectorAll("title")) t.remove();
+      const id = g.getAttribute("id") || "";
+      if (/^e\d+$/.test(id)) edges[+id.slice(1)] = g;
+    }
+    for (const t of svg.querySelectorAll("g.graph > title")) t.remove();
+
+    if (badges || gradTags) {
+      for (const [id, record] of nodes) {
+        const node = index && index.nodes.get(id);
+        const box = record.bbox;
+        if (!node || !box) continue;
+        if (badges && node.type === "op") {
+          record.badgeText = s("text", { "text-anchor": "middle", dy: "0.35em" });
+          record.badge = s(
+            "g",
+            { class: "mg-badge mg-hidden", "data-pending-for": id, transform: `translate(${box.x2 - 3},${box.y1 + 3})`, "aria-hidden": "true" },
+            s("circle", { r: "7.5" }),
+            record.badgeText,
+          );
+          record.g.append(record.badge);
+        }
+        if (gradTags && node.type === "variable") {
+          record.tagText = s("text", { "text-anchor": "middle", dy: "0.35em" });
+          record.tagRect = s("rect", { x: "-10", y: "-6.5", width: "20", height: "13", rx: "3" });
+          record.tag = s(
+            "g",
+            { class: "mg-gradtag mg-hidden", "data-grad-for": id, transform: `translate(${box.cx},${box.y2 + 8})`, "aria-hidden": "true" },
+            record.tagRect,
+            record.tagText,
+          );
+          record.g.append(record.tag);
+        }
+      }
+    }
+
+    svg.addEventListener("pointerover", (e) => this._inspect(e, "hover"));
+    svg.addEventListener("pointerleave", () => this.onInspect(null, "hover"));
+    svg.addEventListener("focusin", (e) => this._inspect(e, "focus"));
+    svg.addEventListener("focusout", (e) => {
+      if (!e.relatedTarget || !svg.contains(e.relatedTarget)) this.onInspect(null, "focus");
+    });
+    svg.addEventListener("click", (e) => this._inspect(e, "click"));
+
+    // Graphviz draws in the coordinates of <g id="graph0" transform="scale(..) translate(..)">.
+    const g0 = svg.querySelector("g.graph");
+    const transform = (g0 && g0.getAttribute("transform")) || "";
+    const sc = /scale\(\s*([-\d.e]+)(?:[ ,]+([-\d.e]+))?\s*\)/.exec(transform);
+    const tr = /translate\(\s*([-\d.e]+)(?:[ ,]+([-\d.e]+))?\s*\)/.exec(transform);
+    const sx = sc ? +sc[1] : 1, sy = sc ? +(sc[2] ?? sc[1]) : 1;
+    this.toRoot = { sx, sy, tx: tr ? sx * +tr[1] : 0, ty: tr ? sy * +(tr[2] ?? 0) : 0 };
+
+    // Room around the drawing for the badges (top right of ops) and gradient tags (under
+    // variables), which Graphviz did not know about.
+    const vb = svg.viewBox && svg.viewBox.baseVal;
+    if (vb && vb.width) {
+      const pad = badges || gradTags ? { l: 6, t: 10, r: 12, b: 20 } : { l: 0, t: 0, r: 0, b: 0 };
+      const box = [vb.x - pad.l, vb.y - pad.t, vb.width + pad.l + pad.r, vb.height + pad.t + pad.b];
+      svg.setAttribute("viewBox", box.join(" "));
+      this.size = { w: box[2], h: box[3] };
+    } else {
+      this.size = { w: parseFloat(svg.getAttribute("width")) || 400, h: parseFloat(svg.getAttribute("height")) || 300 };
+    }
+    this.svg = svg;
+    this.nodes = nodes;
+    this.edges = edges;
+    this.applyZoom(this.boxWidth);
+    this.el.replaceChildren(svg);
+    return this;
+  }
+
+  _inspect(event, how) {
+    const g = event.target && event.target.closest ? event.target.closest("g.node") : null;
+    if (g && this.svg && this.svg.contains(g)) this.onInspect(g.getAttribute("id"), how);
+    else if (how === "click") this.onInspect(null, how);
+  }
+
+  /**
+   * "auto" (the start): fit the box's width, enlarging at most 1.25 times and shrinking to no
+   * less than 0.75 (a bigger graph scrolls); "fit": fit the width whatever it takes; or a
+   * fixed scale (zoom in / out).
+   */
+  applyZoom(width = this.boxWidth) {
+    if (!this.svg || !this.size) return;
+    let scale = this.scale;
+    if (this.fit) {
+      const fits = width > 0 ? (width - 4) / this.size.w : 1;
+      scale = this.fit === "auto" ? Math.max(0.75, Math.min(1.25, fits)) : Math.max(0.1, Math.min(1.25, fits));
+      this.scale = scale;
+    }
+    this.svg.setAttribute("width", `${Math.round(this.size.w * scale)}px`);
+    this.svg.setAttribute("height", `${Math.round(this.size.h * scale)}px`);
+  }
+
+  zoom(how) {
+    if (how === "fit") this.fit = "fit";
+    else {
+      this.fit = false;
+      this.scale = Math.max(0.1, Math.min(4, this.scale * (how === "in" ? 1.25 : 0.8)));
+    }
+    this.applyZoom(this.el.clientWidth);
+  }
+
+  /** Scroll the picture's box (only the box, never the page) so that node id is visible. */
+  reveal(id) {
+    const record = this.nodes.get(id);
+    if (!record || !record.bbox || !this.svg || !this.size) return;
+    const vb = this.svg.viewBox.baseVal;
+    const t = this.toRoot || { sx: 1, sy: 1, tx: 0, ty: 0 };
+    const x = (record.bbox.cx * t.sx + t.tx - vb.x) * this.scale;
+    const y = (record.bbox.cy * t.sy + t.ty - vb.y) * this.scale;
+    const box = this.el;
+    const margin = 40;
+    if (y < box.scrollTop + margin || y > box.scrollTop + box.clientHeight - margin) {
+      box.scrollTop = Math.max(0, y - box.clientHeight / 2);
+    }
+    if (x < box.scrollLeft + margin || x > box.scrollLeft + box.clientWidth - margin) {
+      box.scrollLeft = Math.max(0, x - box.clientWidth / 2);
+    }
+  }
+}
+
+/** Graph attributes for Graphviz by graph size (the DOT's own attributes win over these). */
+export function layoutAttributes(nodeCount) {
+  if (nodeCount <= 80) return {};
+  // Network simplex (ranks, then x positions) and crossing minimisation explode on big graphs
+  // with long edges (a parameter feeding ops all along a chain): a 466-node chain takes minutes
+  // with Graphviz's defaults and well under a second with these bounds.
+  const bounded = { nslimit: "1", nslimit1: "1", mclimit: "0.1", remincross: "false" };
+  if (nodeCount > 250) bounded.splines = "line"; // spline routing is the next cost
+  return bounded;
+}

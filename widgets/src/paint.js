@@ -1,0 +1,122 @@
+// Restyling the laid-out graph for one replay state. Every node and edge keeps what it shows
+// now (a bit mask of classes and its badge text); paint() computes what it should show and
+// writes to the DOM only where the two differ. Nothing is searched for in the SVG.
+import { shortValues } from "./format.js";
+
+const NODE_CLASSES = [
+  "mg-future", // not created yet (forward)
+  "mg-current", // the node this step is about
+  "mg-done", // an op whose backward has run
+  "mg-ready", // an op in the ready queue
+  "mg-has-grad", // a variable with a gradient
+  "mg-grad-first", //   ... written once (assigned)
+  "mg-grad-sum", //   ... summed into
+  "mg-grad-dropped", // an intermediate gradient after backward finished
+  "mg-grad-new", // written during this step
+];
+const EDGE_CLASSES = [
+  "mg-future", // an endpoint does not exist yet
+  "mg-flow", // a parent edge of the op running now: its gradients flow along it
+  "mg-using", // a saved edge of the op running now: backward reads it
+  "mg-released", // a saved tensor that was freed (its op ran, or the graph was consumed)
+];
+const bit = (list, name) => 1 << list.indexOf(name);
+const N = Object.fromEntries(NODE_CLASSES.map((c) => [c, bit(NODE_CLASSES, c)]));
+const E = Object.fromEntries(EDGE_CLASSES.map((c) => [c, bit(EDGE_CLASSES, c)]));
+
+function toggle(el, classes, before, after) {
+  const changed = before ^ after;
+  for (let i = 0; i < classes.length; i++) {
+    if (changed & (1 << i)) el.classList.toggle(classes[i], (after & (1 << i)) !== 0);
+  }
+}
+
+export class StepPainter {
+  constructor(canvas, index) {
+    this.canvas = canvas;
+    this.bind(index);
+  }
+
+  /** Match the canvas' elements with a (possibly longer) trace. */
+  bind(index) {
+    this.index = index;
+    this.items = [];
+    for (const [id, node] of index.nodes) {
+      const record = this.canvas.nodes.get(id);
+      if (!record) continue;
+      this.items.push({ id, node, record, flags: record.flags || 0, badge: record.badgeShown ?? null, tag: record.tagShown ?? null });
+    }
+    this.edgeItems = [];
+    index.edges.forEach((e, k) => {
+      const g = this.canvas.edges[k];
+      if (g) this.edgeItems.push({ e, g, flags: g.__mgFlags || 0 });
+    });
+  }
+
+  /** touched: ids of variables that received a gradient in this step. */
+  paint(state, touched = new Set()) {
+    const { exists, applied, grads, pending } = state;
+    const ready = new Set(state.ready);
+    const current = state.current;
+    for (const item of this.items) {
+      const { id, node, record } = item;
+      const alive = exists.has(id);
+      let flags = alive ? 0 : N["mg-future"];
+      if (id === current) flags |= N["mg-current"];
+      let badge = null;
+      let tag = null;
+      if (node.type === "op") {
+        if (applied.has(id)) flags |= N["mg-done"];
+        else if (ready.has(id)) flags |= N["mg-ready"];
+        if (alive && record.badge) {
+          const count = pending.get(id);
+          badge = count === undefined ? String(node.pending_count) : String(count);
+        }
+      } else {
+        const g = grads.get(id);
+        if (g) {
+          flags |= N["mg-has-grad"] | (g.first ? N["mg-grad-first"] : N["mg-grad-sum"]);
+          if (state.done && node.role !== "param") flags |= N["mg-grad-dropped"];
+          if (touched.has(id)) flags |= N["mg-grad-new"];
+          if (record.tag) tag = (g.first ? "= " : "+= ") + shortValues(g.values, node.size, 1);
+        }
+      }
+      if (flags !== item.flags) {
+        toggle(record.g, NODE_CLASSES, item.flags, flags);
+        item.flags = record.flags = flags;
+      }
+      if (badge !== item.badge) {
+        if (badge === null) record.badge.classList.add("mg-hidden");
+        else {
+          if (item.badge === null) record.badge.classList.remove("mg-hidden");
+          record.badgeText.textContent = badge;
+        }
+        item.badge = record.badgeShown = badge;
+      }
+      if (tag !== item.tag) {
+        if (tag === null) record.tag.classList.add("mg-hidden");
+        else {
+          if (item.tag === null) record.tag.classList.remove("mg-hidden");
+          record.tagText.textContent = tag;
+          const width = Math.max(20, tag.length * 5.6 + 8);
+          record.tagRect.setAttribute("x", String(-width / 2));
+          record.tagRect.setAttribute("width", String(width));
+        }
+        item.tag = record.tagShown = tag;
+      }
+    }
+    for (const item of this.edgeItems) {
+      const { e, g } = item;
+      let flags = exists.has(e.source) && exists.has(e.target) ? 0 : E["mg-future"];
+      if (e.kind === "parent" && e.target === current) flags |= E["mg-flow"];
+      if (e.kind === "saved") {
+        if (e.target === current) flags |= E["mg-using"];
+        else if (applied.has(e.target) || state.consumed) flags |= E["mg-released"];
+      }
+      if (flags !== item.flags) {
+        toggle(g, EDGE_CLASSES, item.flags, flags);
+        item.flags = g.__mgFlags = flags;
+      }
+    }
+  }
+}

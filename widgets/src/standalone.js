@@ -1,0 +1,52 @@
+// standalone.js: one classic script for the self-contained HTML export. It holds the layout
+// engine and the three views, and runs them with a FakeModel:
+//
+//   window.minigrad.mount(el, {widget: "graph" | "stepper" | "memory", trace, dot, options,
+//                              message, frame})  ->  {model, destroy()}
+import { FakeModel } from "./fake-model.js";
+import { engineSlot } from "./engine-slot.js";
+import { startEngine } from "./engine-core.js";
+import { renderGraphView } from "./view-graph.js";
+import { renderStepper } from "./view-stepper.js";
+import { renderMemoryView } from "./view-memory.js";
+
+const VIEWS = { graph: renderGraphView, stepper: renderStepper, memory: renderMemoryView };
+
+function ensureEngine() {
+  const slot = engineSlot();
+  if (!slot.engine && !slot.starting) {
+    slot.starting = startEngine().then((engine) => {
+      slot.provide(engine);
+      return engine;
+    });
+  }
+  return slot;
+}
+
+function mount(el, { widget = "graph", trace = null, dot = "", options = {}, message = "", frame, live = false } = {}) {
+  const render = VIEWS[widget];
+  if (!render) throw new Error(`minigrad.mount: unknown widget ${JSON.stringify(widget)} (graph, stepper or memory)`);
+  if (!el || typeof el.appendChild !== "function") throw new Error("minigrad.mount: el must be an element");
+  if (widget !== "memory" && !message && dot) ensureEngine();
+  const model = new FakeModel({
+    trace,
+    dot,
+    options,
+    message,
+    frame: typeof frame === "number" ? frame : trace && typeof trace.initial_frame === "number" ? trace.initial_frame : 0,
+    live,
+    layout_engine: null,
+  });
+  const cleanup = render({ model, el });
+  return {
+    model,
+    destroy() {
+      if (typeof cleanup === "function") cleanup();
+      model.off();
+      el.replaceChildren();
+    },
+  };
+}
+
+const api = { version: __MINIGRAD_WIDGETS_VERSION__, mount, FakeModel };
+if (typeof window !== "undefined") window.minigrad = Object.assign(window.minigrad || {}, api);

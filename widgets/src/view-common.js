@@ -1,0 +1,174 @@
+// What the three views share: reading the traits, and the graph pane (wait for the engine, lay
+// out once per DOT, report timings on the widget's element).
+import { h } from "./dom.js";
+import { GraphCanvas, layoutAttributes } from "./graph-canvas.js";
+import { waitForEngine } from "./engine-client.js";
+import { count } from "./format.js";
+
+export const ENGINE_TIMEOUT_MS = 20000;
+
+const EMPTY_TRACE = { schema: "minigrad-trace", version: 1, title: null, nodes: [], edges: [], arenas: [], blocks: [], events: [], frames: [], initial_frame: 0 };
+
+/** A private copy of the trace's growing lists, so that appended events never touch the model's value. */
+export function copyTrace(trace) {
+  const t = trace && typeof trace === "object" ? trace : EMPTY_TRACE;
+  return {
+    ...EMPTY_TRACE,
+    ...t,
+    nodes: t.nodes || [],
+    edges: t.edges || [],
+    events: [...(t.events || [])],
+    frames: [...(t.frames || [])],
+    blocks: [...(t.blocks || [])],
+    arenas: [...(t.arenas || [])],
+  };
+}
+
+export function readOptions(model, trace) {
+  const o = (model.get("options") || {});
+  return {
+    showSaved: o.show_saved !== false,
+    showValues: o.show_values !== false,
+    order: o.order === "topo" ? "topo" : "pending",
+    title: typeof o.title === "string" && o.title ? o.title : (trace && trace.title) || "",
+  };
+}
+
+export function now() {
+  return typeof performance !== "undefined" ? performance.now() : Date.now();
+}
+
+/** Run fn after the next paint (or soon, where there are no animation frames). */
+export function afterPaint(fn) {
+  if (typeof requestAnimationFrame === "function") {
+    let done = false;
+    const once = () => {
+      if (!done) {
+        done = true;
+        fn();
+      }
+    };
+    requestAnimationFrame(() => setTimeout(once, 0));
+    setTimeout(once, 250); // hidden tabs get no animation frames
+  } else setTimeout(fn, 0);
+}
+
+const SLOW =
+  "The graph layout engine (Graphviz, minigrad's shared layout-engine widget) has not arrived after " +
+  `${ENGINE_TIMEOUT_MS / 1000} s. Run the cell again; if that does not help, restart the kernel and ` +
+  "reload the page. (It is still being waited for: the graph appears if it arrives.)";
+
+/**
+ * The graph part of a view. show({dot, message, index}) lays the graph out (or shows the
+ * message), at most once per DOT; onMounted(canvas) runs after each new picture.
+ */
+export class GraphPane {
+  constructor({ model, host, el, t0, badges = false, gradTags = false, onMounted, onInspect }) {
+    this.model = model;
+    this.host = host;
+    this.el = el;
+    this.t0 = t0;
+    this.options = { badges, gradTags };
+    this.onMounted = onMounted || (() => {});
+    this.canvas = new GraphCanvas({ onInspect });
+    this.token = 0;
+    this.dot = null;
+    this.message = null;
+    this.painted = false;
+    this.disposed = false;
+  }
+
+  get mounted() {
+    return !!this.canvas.svg;
+  }
+
+  async show({ dot, message, index, force = false }) {
+    dot = typeof dot === "string" ? dot : "";
+    message = typeof message === "string" ? message : "";
+    if (!force && dot === this.dot && message === this.message) return;
+    this.dot = dot;
+    this.message = message;
+    const token = ++this.token;
+    const canvas = this.canvas;
+    if (message) {
+      canvas.showMessage(message, "info");
+      this.el.dataset.graph = "message";
+      return;
+    }
+    if (!dot.trim()) {
+      canvas.showMessage("There is no graph to draw.", "info");
+      this.el.dataset.graph = "empty";
+      return;
+    }
+    this.el.dataset.graph = "waiting";
+    canvas.showMessage("Loading the graph layout engine…", "loading");
+    const waitStart = now();
+    const engine = await waitForEngine({
+      model: this.model,
+      host: this.host,
+      timeoutMs: ENGINE_TIMEOUT_MS,
+      onSlow: () => {
+        if (token === this.token && !this.disposed) {
+          canvas.showMessage(SLOW, "error");
+          this.el.dataset.graph = "no-engine";
+        }
+      },
+    });
+    const waited = now() - waitStart;
+    if (token !== this.token || this.disposed) return;
+    if (!this.painted) this.el.dataset.engineWaitMs = waited.toFixed(1);
+    this.el.dataset.engineMode = engine.mode;
+    if (engine.mode === "failed") {
+      canvas.showMessage(`The graph layout engine could not start: ${engine.error}`, "error");
+      this.el.dataset.graph = "error";
+      return;
+    }
+    const nodeCount = index ? index.nodes.size : 0;
+    canvas.showMessage(`Laying out ${count(nodeCount)} nodes…`, "loading");
+    let result;
+    try {
+      result = await engine.layout(dot, { graphAttributes: layoutAttributes(nodeCount), nodeCount });
+    } catch (error) {
+      if (token !== this.token || this.disposed) return;
+      const text =
+        error && error.name === "LayoutTimeout"
+          ? `Graphviz did not finish laying out this graph (${count(nodeCount)} nodes) in time and was ` +
+            "stopped, so that the page stays responsive. Draw a smaller piece of the graph."
+          : `Graphviz could not lay out this graph (${count(nodeCount)} nodes): ${(error && error.message) || error}`;
+      canvas.showMessage(text, "error");
+      this.el.dataset.graph = "error";
+      return;
+    }
+    if (token !== this.token || this.disposed) return;
+    const mountStart = now();
+    try {
+      canvas.mount(result.svg, index, this.options);
+    } catch (error) {
+      canvas.showMessage(String(error.message || error), "error");
+      this.el.dataset.graph = "error";
+      return;
+    }
+    this.el.dataset.layoutMs = String(result.ms);
+    this.onMounted(canvas);
+    this.el.dataset.mountMs = (now() - mountStart).toFixed(1);
+    this.el.dataset.graph = "ready";
+    if (!this.painted) {
+      this.painted = true;
+      afterPaint(() => {
+        if (!this.disposed) this.el.dataset.firstPaintMs = (now() - this.t0 - waited).toFixed(1);
+      });
+    }
+  }
+
+  dispose() {
+    this.disposed = true;
+    this.token++;
+  }
+}
+
+/** Zoom buttons for a canvas. */
+export function zoomControls(canvas) {
+  const button = (how, text, label) =>
+    h("button", { type: "button", class: "mg-zoom", "data-action": `zoom-${how}`, "aria-label": label, title: label, text, onclick: () => canvas.zoom(how) });
+  return h("span", { class: "mg-zooms" }, button("out", "−", "zoom out"), button("fit", "fit", "fit the width"), button("in", "+", "zoom in"));
+}

@@ -1,0 +1,76 @@
+// GraphView: the computation graph with a legend and an inspector (anywidget AFM).
+import { h } from "./dom.js";
+import { injectStyles } from "./css.js";
+import { indexTrace } from "./fold.js";
+import { legend } from "./legend.js";
+import { renderInspector } from "./inspector.js";
+import { GraphPane, copyTrace, readOptions, now, zoomControls } from "./view-common.js";
+
+export function renderGraphView({ model, el, host }) {
+  const t0 = now();
+  injectStyles(el);
+  let trace = copyTrace(model.get("trace"));
+  let index = indexTrace(trace);
+  let options = readOptions(model, trace);
+  let hovered = null;
+  let pinned = null;
+
+  const title = h("div", { class: "mg-title" });
+  const inspector = h("div", { class: "mg-inspector", "aria-live": "polite" });
+  const root = h("div", { class: "mg-root mg-graphview" });
+
+  const inspect = () => {
+    const id = hovered || pinned;
+    renderInspector(inspector, {
+      index,
+      id,
+      showValues: options.showValues,
+      why: id === null ? "" : id === hovered && id !== pinned ? "under the pointer" : "pinned: click it again to unpin",
+      onPick: (picked) => {
+        pinned = picked;
+        inspect();
+      },
+    });
+  };
+
+  const pane = new GraphPane({
+    model,
+    host,
+    el,
+    t0,
+    onInspect: (id, how) => {
+      if (how === "click") pinned = id && id !== pinned ? id : null;
+      else hovered = id;
+      inspect();
+    },
+  });
+
+  const applyOptions = () => {
+    options = readOptions(model, trace);
+    title.textContent = options.title;
+    title.hidden = !options.title;
+    root.classList.toggle("mg-hide-saved", !options.showSaved);
+    inspect();
+  };
+
+  root.append(
+    h("div", { class: "mg-header" }, title, zoomControls(pane.canvas)),
+    h("div", { class: "mg-body" }, pane.canvas.el, h("div", { class: "mg-side" }, inspector, legend())),
+  );
+  el.replaceChildren(root);
+  applyOptions();
+
+  const redraw = (force = false) => pane.show({ dot: model.get("dot"), message: model.get("message"), index, force });
+  model.on("change:dot", () => redraw());
+  model.on("change:message", () => redraw());
+  model.on("change:options", applyOptions);
+  model.on("change:trace", () => {
+    trace = copyTrace(model.get("trace"));
+    index = indexTrace(trace);
+    applyOptions();
+  });
+  redraw();
+  return () => pane.dispose();
+}
+
+export default { render: renderGraphView };

@@ -1,0 +1,463 @@
+// BackwardStepper: step through forward and backward one frame at a time (anywidget AFM).
+//
+// The picture is laid out once per DOT; a step folds the trace to the new frame (fold.js) and
+// restyles only what changed (paint.js, memory.js). `frame` is synced both ways; past the last
+// recorded frame, while `live`, the kernel is asked to run the real engine ("advance",
+// "finish") and answers with an "append" message.
+import { h, setText } from "./dom.js";
+import { injectStyles } from "./css.js";
+import { indexTrace, Replayer, clampFrame, frameEvents, phaseEndAfter } from "./fold.js";
+import { legend } from "./legend.js";
+import { renderInspector } from "./inspector.js";
+import { StepPainter } from "./paint.js";
+import { MemoryStrip } from "./memory.js";
+import { GraphPane, copyTrace, readOptions, now, zoomControls } from "./view-common.js";
+
+const SPEEDS = [
+  [1500, "slow"],
+  [700, "normal"],
+  [300, "fast"],
+  [100, "fastest"],
+];
+const PHASE_HINT = {
+  forward: "forward: the graph is being recorded; no gradients yet",
+  backward: "backward: gradients flow from the loss back to the leaves",
+  released: "released: the graph was consumed; parameters keep their gradients",
+};
+const KERNEL_TIMEOUT_MS = 30000;
+
+class Stepper {
+  constructor({ model, el, host }) {
+    this.t0 = now();
+    this.model = model;
+    this.el = el;
+    injectStyles(el);
+    this.trace = copyTrace(model.get("trace"));
+    this.index = indexTrace(this.trace);
+    this.replayer = new Replayer(this.index);
+    this.options = readOptions(model, this.trace);
+    this.shown = -2;
+    this.state = null;
+    this.hovered = null;
+    this.pinned = null;
+    this.playing = false;
+    this.timer = null;
+    this.awaiting = null; // "advance" | "finish" while the kernel works
+    this.awaitTimer = null;
+    this.wanted = null; // a frame the kernel set before its events arrived
+    this.painter = null;
+    this.disposed = false;
+
+    this.pane = new GraphPane({
+      model,
+      host,
+      el,
+      t0: this.t0,
+      badges: true,
+      gradTags: true,
+      onInspect: (id, how) => {
+        if (how === "click") this.pinned = id && id !== this.pinned ? id : null;
+        else this.hovered = id;
+        this.inspect();
+      },
+      onMounted: (canvas) => {
+        this.painter = new StepPainter(canvas, this.index);
+        if (this.state) this.painter.paint(this.state, this.touched(this.shown));
+        this.reveal();
+      },
+    });
+    this.build();
+    this.memory.build(this.index);
+    this.applyOptions();
+    this.show(model.get("frame"), { echo: false, force: true });
+    this.listen();
+    this.redraw();
+  }
+
+  // -- construction --------------------------------------------------------------------------
+  build() {
+    const button = (action, text, label) =>
+      h("button", { type: "button", "data-action": action, title: label, "aria-label": label, text, onclick: () => this.act(action) });
+    this.buttons = {
+      first: button("first", "|◀ first", "first step (Home)"),
+      back: button("back", "◀ back", "one step back (Left arrow)"),
+      step: button("step", "step ▶", "one step (Right arrow)"),
+      forward: button("forward", "end of phase ▶▶", "jump to the end of this phase"),
+      last: button("last", "last ▶|", "last step (End)"),
+      play: button("play", "▶ play", "play / pause (Space)"),
+    };
+    this.speed = h(
+      "select",
+      { class: "mg-speed", "aria-label": "speed", title: "speed" },
+      ...SPEEDS.map(([ms, text]) => h("option", { value: String(ms), text, selected: ms === 700 })),
+    );
+    this.slider = h("input", { type: "range", class: "mg-slider", min: "0", max: "0", step: "1", value: "0", "aria-label": "step" });
+    this.slider.addEventListener("input", () => this.go(+this.slider.value));
+    this.counter = h("span", { class: "mg-counter", "aria-live": "off" });
+    this.phase = h("span", { class: "mg-phase" });
+    this.phaseHint = h("span", { class: "mg-phase-hint mg-muted" });
+    this.order = h("span", { class: "mg-order mg-muted" });
+    this.live = h("span", { class: "mg-live", hidden: true, text: "live" });
+    this.status = h("span", { class: "mg-status", role: "status" });
+    this.title = h("div", { class: "mg-title" });
+    this.sentence = h("ol", { class: "mg-sentence", "aria-live": "polite" });
+    this.queue = h("div", { class: "mg-queue" });
+    this.inspector = h("div", { class: "mg-inspector", "aria-live": "polite" });
+    this.memory = new MemoryStrip();
+
+    const controls = h(
+      "div",
+      { class: "mg-controls", role: "toolbar", "aria-label": "stepping" },
+      this.buttons.first,
+      this.buttons.back,
+      this.buttons.step,
+      this.buttons.forward,
+      this.buttons.last,
+      this.buttons.play,
+      this.speed,
+      this.slider,
+      this.counter,
+    );
+    this.root = h(
+      "div",
+      { class: "mg-root mg-stepper", tabindex: "0", "data-lm-suppress-shortcuts": "true", "aria-label": "backward stepper" },
+      h("div", { class: "mg-header" }, this.title, h("span", { class: "mg-phasebox" }, this.phase, this.phaseHint), this.order, this.live, zoomControls(this.pane.canvas)),
+      controls,
+      h("div", { class: "mg-stepbox" }, this.sentence, this.status),
+      h(
+        "div",
+        { class: "mg-body" },
+        this.pane.canvas.el,
+        h("div", { class: "mg-side" }, this.queue, this.inspector, legend({ stepper: true })),
+      ),
+      this.memory.el,
+    );
+    this.root.addEventListener("keydown", (e) => this.key(e));
+    this.el.replaceChildren(this.root);
+  }
+
+  listen() {
+    const m = this.model;
+    m.on("change:frame", () => {
+      this.settle();
+      const k = m.get("frame");
+      if (typeof k === "number" && k > this.index.frames.length - 1) this.wanted = k;
+      this.show(k, { echo: false });
+      this.continuePlaying();
+    });
+    m.on("change:dot", () => this.redraw());
+    m.on("change:message", () => this.redraw());
+    m.on("change:options", () => this.applyOptions());
+    m.on("change:live", () => this.update());
+    m.on("change:trace", () => this.replaceTrace());
+    m.on("msg:custom", (content) => this.message(content));
+  }
+
+  redraw() {
+    this.painter = null;
+    this.pane.show({ dot: this.model.get("dot"), message: this.model.get("message"), index: this.index });
+  }
+
+  applyOptions() {
+    this.options = readOptions(this.model, this.trace);
+    this.title.textContent = this.options.title;
+    this.title.hidden = !this.options.title;
+    this.root.classList.toggle("mg-hide-saved", !this.options.showSaved);
+    this.order.textContent = this.options.order === "topo" ? "order: topological sort" : "order: pending counts";
+    this.inspect();
+  }
+
+  // -- the trace -----------------------------------------------------------------------------
+  reindex() {
+    this.index = indexTrace(this.trace);
+    if (this.painter) this.painter.bind(this.index);
+    this.memory.build(this.index);
+  }
+
+  replaceTrace() {
+    const incoming = this.model.get("trace") || {};
+    // The kernel re-sends the whole trace after an "append" that already brought its events:
+    // nothing to redo then.
+    const t = this.trace;
+    const len = (list) => (Array.isArray(list) ? list.length : -1);
+    if (
+      len(incoming.events) === t.events.length &&
+      len(incoming.frames) === t.frames.length &&
+      len(incoming.nodes) === t.nodes.length &&
+      len(incoming.blocks) === t.blocks.length &&
+      len(incoming.edges) === t.edges.length
+    ) {
+      this.trace = { ...copyTrace(incoming), events: t.events, frames: t.frames };
+      this.index.trace = this.trace;
+      this.options = readOptions(this.model, this.trace);
+      return;
+    }
+    this.trace = copyTrace(incoming);
+    this.reindex();
+    this.replayer.reset(this.index);
+    this.options = readOptions(this.model, this.trace);
+    this.show(this.model.get("frame"), { echo: false, force: true });
+  }
+
+  message(content) {
+    if (!content || content.kind !== "append") return;
+    const t = this.trace;
+    if (Array.isArray(content.events)) t.events.push(...content.events);
+    if (Array.isArray(content.frames)) t.frames.push(...content.frames);
+    if (Array.isArray(content.blocks)) t.blocks = content.blocks;
+    if (Array.isArray(content.arenas)) t.arenas = content.arenas;
+    this.reindex();
+    this.replayer.extend(this.index);
+    this.settle();
+    const k = this.wanted !== null ? this.wanted : this.shown;
+    this.wanted = null;
+    this.show(k, { echo: false, force: true });
+    this.continuePlaying();
+  }
+
+  // -- moving --------------------------------------------------------------------------------
+  get last() {
+    return this.index.frames.length - 1;
+  }
+
+  get isLive() {
+    return !!this.model.get("live");
+  }
+
+  go(k) {
+    this.show(k, { echo: true });
+  }
+
+  act(action) {
+    const k = this.shown;
+    switch (action) {
+      case "first":
+        this.pause();
+        this.go(0);
+        break;
+      case "back":
+        this.pause();
+        this.go(k - 1);
+        break;
+      case "step":
+        this.pause();
+        this.stepOnce();
+        break;
+      case "forward": {
+        this.pause();
+        const target = phaseEndAfter(this.index, k);
+        if (target === this.last && this.isLive && this.state && this.state.phase !== "released") {
+          this.go(target);
+          this.ask("finish");
+        } else this.go(target);
+        break;
+      }
+      case "last":
+        this.pause();
+        if (this.isLive) {
+          this.go(this.last);
+          this.ask("finish");
+        } else this.go(this.last);
+        break;
+      case "play":
+        if (this.playing) this.pause();
+        else this.play();
+        break;
+      default:
+        break;
+    }
+  }
+
+  stepOnce() {
+    if (this.shown < this.last) {
+      this.go(this.shown + 1);
+      return true;
+    }
+    if (this.isLive) this.ask("advance");
+    return false;
+  }
+
+  ask(kind) {
+    if (this.awaiting) return;
+    this.awaiting = kind;
+    setText(this.status, kind === "finish" ? "running the rest in the kernel…" : "running one step in the kernel…");
+    this.model.send(kind === "finish" ? { kind: "finish" } : { kind: "advance", steps: 1 });
+    clearTimeout(this.awaitTimer);
+    this.awaitTimer = setTimeout(() => {
+      this.awaiting = null;
+      setText(this.status, "the kernel did not answer (is it busy, or was it restarted?)");
+      this.pause();
+      this.update();
+    }, KERNEL_TIMEOUT_MS);
+    this.update();
+  }
+
+  settle() {
+    if (!this.awaiting) return;
+    this.awaiting = null;
+    clearTimeout(this.awaitTimer);
+    setText(this.status, "");
+  }
+
+  play() {
+    if (this.shown >= this.last && !this.isLive) this.go(0);
+    this.playing = true;
+    this.buttons.play.textContent = "❚❚ pause";
+    this.root.classList.add("mg-playing");
+    this.tick();
+  }
+
+  pause() {
+    this.playing = false;
+    clearTimeout(this.timer);
+    this.timer = null;
+    this.buttons.play.textContent = "▶ play";
+    this.root.classList.remove("mg-playing");
+  }
+
+  tick() {
+    clearTimeout(this.timer);
+    this.timer = setTimeout(() => {
+      if (!this.playing || this.disposed) return;
+      if (this.shown < this.last) {
+        this.go(this.shown + 1);
+        this.tick();
+      } else if (this.isLive) {
+        if (!this.awaiting) this.ask("advance"); // continuePlaying() resumes on the answer
+      } else this.pause();
+    }, +this.speed.value || 700);
+  }
+
+  continuePlaying() {
+    if (this.playing && !this.awaiting) this.tick();
+  }
+
+  key(e) {
+    const tag = e.target && e.target.tagName;
+    if (tag === "SELECT" || tag === "TEXTAREA" || (tag === "INPUT" && e.key !== " ")) return;
+    let action = null;
+    if (e.key === "ArrowRight") action = "step";
+    else if (e.key === "ArrowLeft") action = "back";
+    else if (e.key === " " || e.key === "Spacebar") action = "play";
+    else if (e.key === "Home") action = "first";
+    else if (e.key === "End") action = "last";
+    if (!action) return;
+    e.preventDefault();
+    e.stopPropagation();
+    this.act(action);
+  }
+
+  // -- showing a frame -----------------------------------------------------------------------
+  touched(k) {
+    const set = new Set();
+    for (const ev of frameEvents(this.index, k)) if (ev.type === "accumulate" || ev.type === "start") set.add(ev.variable);
+    return set;
+  }
+
+  show(k, { echo = false, force = false } = {}) {
+    const t = now();
+    const frame = clampFrame(this.index, typeof k === "number" ? k : this.trace.initial_frame ?? 0);
+    if (frame === this.shown && !force) return;
+    this.shown = frame;
+    this.state = this.replayer.seek(frame);
+    if (this.painter) this.painter.paint(this.state, this.touched(frame));
+    this.memory.paint(this.state);
+    this.update();
+    this.el.dataset.lastStepMs = (now() - t).toFixed(2);
+    this.el.dataset.frame = String(frame);
+    if (echo && this.model.get("frame") !== frame) {
+      this.model.set("frame", frame);
+      this.model.save_changes();
+    }
+    if (typeof requestAnimationFrame === "function") requestAnimationFrame(() => this.reveal());
+  }
+
+  reveal() {
+    if (this.hovered || !this.state || !this.state.current || !this.pane.mounted) return;
+    this.pane.canvas.reveal(this.state.current);
+  }
+
+  /** Everything around the picture: phase, sentence, queue, counter, buttons, inspector. */
+  update() {
+    const state = this.state;
+    const n = this.index.frames.length;
+    const frame = this.shown;
+    const live = this.isLive;
+    this.live.hidden = !live;
+    if (!state || n === 0) {
+      setText(this.counter, "no steps recorded");
+      setText(this.phase, "");
+      this.sentence.replaceChildren();
+      for (const b of Object.values(this.buttons)) b.disabled = true;
+      return;
+    }
+    setText(this.counter, `step ${frame + 1} of ${n}${live ? "+" : ""}`);
+    setText(this.phase, state.phase);
+    this.phase.dataset.phase = state.phase;
+    setText(this.phaseHint, PHASE_HINT[state.phase] || "");
+    this.slider.max = String(Math.max(0, n - 1));
+    if (this.slider.value !== String(frame)) this.slider.value = String(frame);
+
+    const events = frameEvents(this.index, frame);
+    const key = `${frame}:${events.length}`;
+    if (this.sentenceKey !== key) {
+      this.sentenceKey = key;
+      this.sentence.replaceChildren(...events.map((ev) => h("li", { class: `mg-ev mg-ev-${ev.type}`, text: ev.text || ev.type })));
+    }
+
+    const queueKey = state.ready.join(",");
+    if (this.queueKey !== queueKey) {
+      this.queueKey = queueKey;
+      const items = state.ready.map((id) => {
+        const node = this.index.nodes.get(id);
+        return h("button", { type: "button", class: "mg-link", "data-node": id, text: node ? node.label : id, onclick: () => this.pick(id) });
+      });
+      this.queue.replaceChildren(
+        h("span", { class: "mg-queue-label", text: "ready queue: " }),
+        ...(items.length ? items : [h("span", { class: "mg-muted", text: state.backwardStarted && !state.done ? "empty" : "—" })]),
+      );
+    }
+
+    const busy = !!this.awaiting;
+    this.buttons.first.disabled = frame <= 0;
+    this.buttons.back.disabled = frame <= 0;
+    this.buttons.step.disabled = busy || (frame >= n - 1 && !live);
+    this.buttons.forward.disabled = busy || (frame >= n - 1 && !live);
+    this.buttons.last.disabled = busy || (frame >= n - 1 && !live);
+    this.inspect();
+  }
+
+  pick(id) {
+    this.pinned = id;
+    this.inspect();
+  }
+
+  inspect() {
+    if (!this.state) return;
+    const id = this.hovered || this.pinned || this.state.current;
+    const why =
+      id === null ? "" : id === this.hovered && id !== this.pinned ? "under the pointer" : id === this.pinned ? "pinned: click it again to unpin" : "this step";
+    renderInspector(this.inspector, {
+      index: this.index,
+      id,
+      state: this.state,
+      showValues: this.options.showValues,
+      why,
+      onPick: (picked) => this.pick(picked),
+    });
+  }
+
+  dispose() {
+    this.disposed = true;
+    this.pause();
+    clearTimeout(this.awaitTimer);
+    this.pane.dispose();
+  }
+}
+
+export function renderStepper({ model, el, host }) {
+  const stepper = new Stepper({ model, el, host });
+  return () => stepper.dispose();
+}
+
+export default { render: renderStepper };
