@@ -181,3 +181,9 @@ def test_step_total_is_the_gradient_summed_so_far():
              and s.variable is x]
     assert [s.first_write for s in steps] == [True, False, False]
     assert np.allclose(steps[-1].total, x.grad)
+
+
+@pytest.mark.parametrize("path", sorted((pathlib.Path(__file__).parent.parent / "widgets" / "test"
+                                         / "fixtures").glob("*.json")), ids=lambda p: p.name)
+def test_the_browser_tests_fixtures_are_valid_traces(path):
+    valid(json.loads(path.read_text()))
