@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip
 
-.PHONY: test lab bench clean
+.PHONY: test lab bench student clean
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -44,5 +44,9 @@ bench: $(VENV)/.bench-installed
 	$(PY) benchmarks/digits.py
 	$(PY) benchmarks/trace_cost.py
 
+# Student copies of the lessons (solutions replaced by `raise NotImplementedError()`).
+student: $(VENV)/.test-installed
+	$(PY) tools/make_student.py lessons student
+
 clean:
-	rm -rf $(VENV) build dist *.egg-info .pytest_cache .hypothesis
+	rm -rf $(VENV) build dist *.egg-info .pytest_cache .hypothesis student

@@ -1,3 +1,5 @@
+import sys
+
 import pytest
 
 import minigrad as mg
@@ -8,3 +10,13 @@ def debug_mode():
     prev = mg.set_debug(True)
     yield
     mg.set_debug(prev)
+
+
+def pytest_terminal_summary(terminalreporter):
+    """Print each lesson's run time (tests/test_lessons.py measures them)."""
+    module = sys.modules.get("test_lessons") or sys.modules.get("tests.test_lessons")
+    times = getattr(module, "RUN_TIMES", {})
+    if times:
+        terminalreporter.section("lesson run times")
+        for name, seconds in sorted(times.items()):
+            terminalreporter.write_line(f"{seconds:7.1f}s  {name}")
