@@ -44,8 +44,10 @@ class Function:
     shape_rule = "inputs broadcast numpy-style: shapes are aligned from the right and each pair " \
                  "of sizes must be equal or one of them 1"
     shape_fix = "reshape one operand (e.g. x.reshape(-1, 1)) so the axes line up"
-    # What backward computes for each input, in words (read by traces and widgets).
+    # What backward computes for each input, in words (read by traces and widgets), and the
+    # names those words give the inputs.
     grad_text: tuple = ()
+    input_names: tuple = ("a", "b", "c")
 
     @staticmethod
     def forward(ctx, *arrays):

@@ -14,6 +14,7 @@ The document's schema is docs/trace.md; minigrad/trace.schema.json checks it (te
 from __future__ import annotations
 
 import math
+import re
 from contextlib import contextmanager
 from typing import Iterator
 
@@ -366,12 +367,21 @@ class Recorder:
         return f"data ({shape})"
 
     def _apply_text(self, node) -> str:
-        parts = []
+        """e.g. "mul.backward: grad for w = grad_output * b (a = w, b = x)"."""
+        parts, formulas = [], []
         inputs = self._nodes[self.known(node)]["inputs"] if self.known(node) in self._nodes else []
+        labels = [self._nodes[v]["label"] for v in inputs]
         for i, text in enumerate(node.grad_text):
             if i < len(inputs) and self._nodes[inputs[i]]["role"] != "data":
-                parts.append(f"grad for {self._nodes[inputs[i]]['label']} = {text}")
-        return f"{node.name}.backward: " + ("; ".join(parts) or "gradients for its inputs") + "."
+                parts.append(f"grad for {labels[i]} = {text}")
+                formulas.append(text)
+        said = " ".join(formulas)
+        # The formulas use the op's own names for its inputs; say which variable each one is.
+        names = [f"{name} = {label}" for name, label in zip(node.input_names, labels)
+                 if re.search(rf"\b{re.escape(name)}\b", said)]
+        where = f" ({', '.join(names)})" if names else ""
+        return f"{node.name}.backward: " + ("; ".join(parts) or "gradients for its inputs") + \
+            where + "."
 
     def _event(self, kind: str, **fields) -> None:
         self._events.append({"type": kind, "phase": self._phase, **fields})

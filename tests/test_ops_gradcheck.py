@@ -562,3 +562,29 @@ def test_cross_entropy_gradient_is_softmax_minus_onehot_over_n():
     onehot = np.zeros((4, 5))
     onehot[np.arange(4), TARGETS] = 1.0
     np.testing.assert_allclose(z.grad, (np_softmax(logits, -1) - onehot) / 4, rtol=1e-10, atol=1e-12)
+
+
+# --- 0-d (scalar) Variables: numpy hands back scalars, not arrays, for 0-d results -------------
+
+SCALAR_UNARY = {
+    "neg": lambda a: -a, "exp": lambda a: a.exp(), "log": lambda a: a.log(),
+    "tanh": lambda a: a.tanh(), "sigmoid": lambda a: a.sigmoid(), "relu": lambda a: a.relu(),
+    "pow": lambda a: a ** 3, "sum": lambda a: a.sum(), "mean": lambda a: a.mean(),
+}
+SCALAR_BINARY = {
+    "add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b,
+    "div": lambda a, b: a / b,
+}
+
+
+@pytest.mark.parametrize("name", sorted(SCALAR_UNARY))
+def test_scalar_variables_work_and_pass_gradcheck(name):
+    assert mg.check.gradcheck(SCALAR_UNARY[name], np.array(0.7))
+    x = mg.create_leaf(np.float32(0.7), requires_grad=True)
+    SCALAR_UNARY[name](x).backward()
+    assert x.grad.shape == () and x.grad.dtype == np.float32
+
+
+@pytest.mark.parametrize("name", sorted(SCALAR_BINARY))
+def test_scalar_binary_ops_pass_gradcheck(name):
+    assert mg.check.gradcheck(SCALAR_BINARY[name], np.array(0.7), np.array(-1.3))

@@ -67,9 +67,7 @@ class Div(Function):
     def backward(ctx, grad_output):
         a, b = ctx.saved_tensors
         grad_a = np.divide(grad_output, b, out=ctx.buffer(grad_output, b))
-        grad_b = np.multiply(grad_a, a, out=ctx.buffer(grad_a, a))
-        grad_b /= b
-        return grad_a, np.negative(grad_b, out=grad_b)
+        return grad_a, np.negative(grad_a * a / b, out=ctx.buffer(grad_a, a))
 
 
 @register("neg")
@@ -157,10 +155,7 @@ class Tanh(Function):
     @staticmethod
     def backward(ctx, grad_output):
         (z,) = ctx.saved_tensors
-        grad = np.multiply(z, z, out=ctx.buffer(grad_output, z))
-        np.subtract(1, grad, out=grad)
-        grad *= grad_output
-        return grad
+        return np.multiply(grad_output, 1 - z * z, out=ctx.buffer(grad_output, z))
 
 
 @register("sigmoid")
@@ -170,20 +165,14 @@ class Sigmoid(Function):
 
     @staticmethod
     def forward(ctx, a):
-        z = np.negative(a, out=ctx.buffer(a, floating=True))
-        np.exp(z, out=z)
-        z += 1
-        np.divide(1, z, out=z)
+        z = np.divide(1, 1 + np.exp(-a), out=ctx.buffer(a, floating=True))
         ctx.save_for_backward(z)
         return z
 
     @staticmethod
     def backward(ctx, grad_output):
         (z,) = ctx.saved_tensors
-        grad = np.subtract(1, z, out=ctx.buffer(grad_output, z))
-        grad *= z
-        grad *= grad_output
-        return grad
+        return np.multiply(grad_output, z * (1 - z), out=ctx.buffer(grad_output, z))
 
 
 @register("relu")

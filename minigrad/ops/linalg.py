@@ -16,6 +16,7 @@ _MATMUL_FIX = "transpose one operand (b.T) or reshape it so the inner sizes agre
 class MatMul(Function):
     """Z = A @ B; dA = G @ B^T, dB = A^T @ G (both operands saved)."""
     grad_text = ("grad_output @ B^T", "A^T @ grad_output")
+    input_names = ("A", "B")
     shape_rule, shape_fix = _MATMUL_RULE, _MATMUL_FIX
 
     @staticmethod
@@ -34,6 +35,7 @@ class MatMul(Function):
 class Linear(Function):
     """Y = X @ W + b; dX = G @ W^T, dW = X^T @ G, db = G summed over the batch."""
     grad_text = ("grad_output @ W^T", "X^T @ grad_output", "grad_output summed over the batch")
+    input_names = ("X", "W", "b")
     shape_rule = _MATMUL_RULE + "; b must broadcast to X @ W (usually shape (m,))"
     shape_fix = "W has shape (in_features, out_features); check x.shape[-1] == W.shape[0]"
 

@@ -53,6 +53,7 @@ class LogSoftmax(Function):
 class CrossEntropy(Function):
     """L = -mean_i log softmax(logits_i)[t_i]; dL/dlogits = (softmax - onehot(t)) / N."""
     grad_text = ("(softmax(logits) - onehot(t)) / N * grad_output", "none (class indices)")
+    input_names = ("logits", "t")
 
     @staticmethod
     def forward(ctx, logits, targets):
@@ -77,6 +78,7 @@ class CrossEntropy(Function):
 class MSE(Function):
     """L = mean((pred - target)^2); dL/dpred = 2 (pred - target) / n."""
     grad_text = ("2 (pred - target) / n * grad_output", "-2 (pred - target) / n * grad_output")
+    input_names = ("pred", "target")
     shape_fix = "give prediction and target the same shape (e.g. y.reshape(-1, 1))"
 
     @staticmethod
