@@ -290,7 +290,7 @@ def _apply(node, ready, reached, steps) -> None:
                 steps.append(_step(("ready", fn, parent, None, 0, None, None)))
         elif count < 0 and _debug[0]:
             raise InvariantError(f"{fn.name}: pending_count went negative ({count}); it must "
-                                 f"equal the number of consumers recorded in forward.")
+                                 f"equal the consumer edges recorded in forward (h + h counts 2).")
     pool = None if block is None else _pool_of(node)
     if pool is not None:   # use counts: free what no node still needs (design E)
         pool.release(grad_output)
