@@ -113,7 +113,7 @@ class Recorder:
         self._close_frame()
 
     def on_alloc(self, block) -> None:
-        entry = self._block(block)
+        entry = self._block(block, fresh=True)
         event = {"type": "alloc", "block": entry["id"], "arena": entry["arena"],
                  "used": int(block.allocator.used), "high_water": int(block.allocator.high_water),
                  "text": f"{entry['kind']} block of {block.nbytes} bytes for "
@@ -248,28 +248,31 @@ class Recorder:
                 if v.grad_fn is None and self.known(v) is None:
                     self._leaf_with_block(v)
             for block in (outputs[node]._block, node._block):
-                self._reconstructed_alloc(block)
+                self._block_id(block)
             self.on_op(node, outputs[node])
         for node in outputs:
             self._nodes[self.known(node)]["pending_count"] = int(node.pending_count)
         return self
 
     def _leaf_with_block(self, variable: Variable) -> None:
-        self._reconstructed_alloc(variable._block)
+        self._block_id(variable._block)
         self.on_leaf(variable)
 
     def _reconstructed_alloc(self, block) -> None:
-        if block is None or isinstance(block.allocator, Pool) or self.known(block) is not None:
-            return
-        entry = self._block(block)
-        arena = self._arenas[id(block.allocator)]
-        end = int(block.offset + block.nbytes)
-        arena["_high"] = max(arena.get("_high", 0), end)
-        self._event("alloc", block=entry["id"], arena=entry["arena"], used=end,
-                    high_water=arena["_high"], reconstructed=True,
+        """A block that existed before the trace met it, written as an allocation read from
+        the ledger (an arena's `used` after a block is the block's end)."""
+        entry = self._blocks[self.known(block)]
+        allocator, arena = block.allocator, self._arenas[id(block.allocator)]
+        if isinstance(allocator, Pool):
+            used, high = int(allocator.used), int(allocator.high_water)
+        else:
+            used = int(block.offset + block.nbytes)
+            high = arena["_high"] = max(arena.get("_high", 0), used)
+        self._event("alloc", block=entry["id"], arena=entry["arena"], used=used, high_water=high,
+                    reconstructed=True,
                     text=f"{entry['kind']} block of {block.nbytes} bytes for "
-                         f"{block.owner or 'an unnamed array'} on {block.allocator.name} (read "
-                         f"from the ledger).")
+                         f"{block.owner or 'an unnamed array'} on {allocator.name} (already there; "
+                         f"read from the ledger).")
 
     # -- the document -------------------------------------------------------------------------
     @property
@@ -340,19 +343,28 @@ class Recorder:
         key = id(allocator)
         if key not in self._arenas:
             self._keep.append(allocator)
-            capacity = allocator.capacity
             self._arenas[key] = {"id": f"a{len(self._arenas)}", "name": allocator.name,
                                  "type": "pool" if isinstance(allocator, Pool) else "arena",
-                                 "capacity": int(capacity)}
+                                 "capacity": int(allocator.capacity)}
+            # What was already on it when the trace first met it (parameters, their grads):
+            # written as allocations read from the ledger, so the picture has no false gaps.
+            for block in list(allocator.blocks):
+                if block.alive:
+                    self._block(block)
         self._arenas[key]["capacity"] = int(allocator.capacity)
         return self._arenas[key]["id"]
 
-    def _block(self, block) -> dict:
+    def _block(self, block, fresh: bool = False) -> dict:
+        """The block's entry; a block met for the first time that is not being allocated right
+        now (fresh) existed before: it gets a reconstructed allocation event."""
         block_id, new = self._id(block, "b")
         if new:
-            self._blocks[block_id] = {"id": block_id, "arena": self._arena(block.allocator),
+            self._blocks[block_id] = {"id": block_id, "arena": None,
                                       "offset": int(block.offset), "nbytes": int(block.nbytes),
                                       "kind": block.kind, "owner": str(block.owner or "")}
+            self._blocks[block_id]["arena"] = self._arena(block.allocator)
+            if not fresh:
+                self._reconstructed_alloc(block)
         return self._blocks[block_id]
 
     def _block_id(self, block) -> str | None:

@@ -137,8 +137,5 @@ class MemoryView(TraceWidget):
 
 def _ledger_trace(allocator, title) -> dict:
     recorder = Recorder(title or f"{allocator.name}: the ledger now")
-    for block in allocator.blocks:
-        if block.alive:
-            recorder._reconstructed_alloc(block) if isinstance(allocator, Arena) \
-                else recorder.on_alloc(block)
+    recorder._arena(allocator)   # meeting an allocator writes down what is on it
     return recorder.trace
