@@ -54,6 +54,11 @@ class TraceWidget(anywidget.AnyWidget):
 
     _bundle_name = ""
 
+    @property
+    def current_trace(self) -> dict:
+        """The trace as it stands now (what save_html writes)."""
+        return self.trace
+
     def __init__(self, trace: dict, *, dot: str = "", message: str = "", **options) -> None:
         super().__init__(trace=trace, dot=dot, message=message, options=options,
                          layout_engine=layout_engine(),

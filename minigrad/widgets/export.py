@@ -42,12 +42,13 @@ def save_html(widget, path, *, finish: bool = True) -> pathlib.Path:
     if kind is None:
         raise TypeError(f"save_html: expected a GraphView, BackwardStepper or MemoryView, got "
                         f"{type(widget).__name__}.")
-    data = {"widget": kind, "trace": widget.trace, "dot": widget.dot, "options": widget.options,
+    trace = widget.current_trace
+    data = {"widget": kind, "trace": trace, "dot": widget.dot, "options": widget.options,
             "message": widget.message}
     # JSON inside <script>: "</" would end the element early, so escape every "<".
     text = json.dumps(data).replace("<", "\\u003c")
     script = bundle("standalone.js").read_text(encoding="utf-8").replace("</script", "<\\/script")
-    title = widget.trace.get("title") or f"minigrad {kind}"
+    title = trace.get("title") or f"minigrad {kind}"
     path = pathlib.Path(path)
     path.write_text(_PAGE.format(title=html.escape(title), data=text, script=script),
                     encoding="utf-8")

@@ -101,7 +101,14 @@ class BackwardStepper(TraceWidget):
             self.live = False
         return True
 
+    @property
+    def current_trace(self) -> dict:
+        """The whole trace recorded so far (the synced `trace` is refreshed only when needed)."""
+        return self._recorder.trace if self._recorder is not None else self.trace
+
     def _publish(self) -> None:
+        # Only the new events travel; the full `trace` is re-sent when backward ends or a view
+        # that missed some asks for it (see _on_message "hello").
         trace = self._recorder.trace
         events, frames = trace["events"], trace["frames"]
         self.send({"kind": "append", "events": events[self._sent_events:],
@@ -109,7 +116,8 @@ class BackwardStepper(TraceWidget):
                    "arenas": trace["arenas"]})
         self._sent_events, self._sent_frames = len(events), len(frames)
         with self.hold_sync():
-            self.trace = trace   # the whole document stays current: views drawn later, save_html
+            if not self.live:
+                self.trace = trace
             self.frame = len(frames) - 1
 
     def _on_message(self, _widget, content, _buffers) -> None:
@@ -117,6 +125,10 @@ class BackwardStepper(TraceWidget):
             self.step(int(content.get("steps", 1)))
         elif content.get("kind") == "finish":
             self.finish()
+        elif content.get("kind") == "hello" and self._recorder is not None:
+            trace = self._recorder.trace
+            if content.get("frames") != len(trace["frames"]):
+                self.trace = trace
 
 
 class MemoryView(TraceWidget):

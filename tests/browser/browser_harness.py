@@ -9,6 +9,8 @@ The pieces, used by ``conftest.py`` and by the tests in this folder:
   the server's root and run it through the JupyterLab UI (Run menu -> Run All Cells).
 * :class:`Notebook` -- handles on the opened notebook: cell/output locators,
   :meth:`Notebook.wait_for_output_selector`, :meth:`Notebook.run_new_cell`.
+* :func:`open_notebook` (open without running), :func:`collapse_left_sidebar`,
+  :class:`WebSocketBytes` (bytes the page receives from the kernel) -- for the widget tests.
 * :class:`BrowserLog` -- console errors, page errors and every request of one test, with
   :func:`assert_no_console_errors` and :func:`assert_all_requests_local`.
 
@@ -633,6 +635,61 @@ def open_and_run_all(page, lab: JupyterLabServer, path: Path | str, *,
     nb.open_seconds = time.monotonic() - t0
     nb.run_all()
     return nb
+
+
+def open_notebook(page, lab: JupyterLabServer, path: Path | str, *,
+                  timeout: float = 120.0) -> Notebook:
+    """Like :func:`open_and_run_all` but without running anything: the notebook is open and
+    its kernel idle, so a test can arrange the page (say, collapse the side bar) and then
+    call :meth:`Notebook.run_all` itself."""
+    path = Path(path)
+    rel = (path.relative_to(lab.root) if path.is_absolute() else path).as_posix()
+    nb = Notebook(page, lab, rel, timeout=timeout)
+    t0 = time.monotonic()
+    page.goto(lab.lab_url(rel), timeout=timeout * 1000)
+    nb.panel.wait_for(timeout=timeout * 1000)
+    nb.wait_for_kernel_idle()
+    nb.open_seconds = time.monotonic() - t0
+    return nb
+
+
+def collapse_left_sidebar(page) -> None:
+    """Close JupyterLab's left side bar (the file browser a fresh workspace opens with), so
+    that the notebook gets the page's whole width."""
+    current = page.locator(".jp-SideBar.jp-mod-left .lm-TabBar-tab.lm-mod-current")
+    if current.count():
+        current.first.click()
+        page.locator("#jp-left-stack").wait_for(state="hidden", timeout=10_000)
+
+
+class WebSocketBytes:
+    """Bytes the page receives over the kernel's websockets (``/api/kernels/.../channels``),
+    summed from Playwright's ``framereceived`` events. Attach before the page navigates;
+    ``mark()`` / ``since(mark)`` measure a window (e.g. one cell's run)."""
+
+    def __init__(self, page) -> None:
+        self.total = 0
+        self.frames = 0
+        self.urls: list[str] = []
+        page.on("websocket", self._on_websocket)
+
+    def _on_websocket(self, ws) -> None:
+        if "/api/kernels/" not in ws.url:
+            return
+        self.urls.append(ws.url)
+
+        def on_frame(payload) -> None:
+            self.total += len(payload.encode("utf-8") if isinstance(payload, str) else payload)
+            self.frames += 1
+
+        ws.on("framereceived", on_frame)
+
+    def mark(self) -> tuple[int, int]:
+        return self.total, self.frames
+
+    def since(self, mark: tuple[int, int]) -> tuple[int, int]:
+        """(bytes, frames) received since ``mark``."""
+        return self.total - mark[0], self.frames - mark[1]
 
 
 def wait_for_output_selector(page, cell_index: int, selector: str, timeout: float = 30.0):

@@ -151,6 +151,10 @@ class Stepper {
     m.on("change:live", () => this.update());
     m.on("change:trace", () => this.replaceTrace());
     m.on("msg:custom", (content) => this.message(content));
+    // Live steps arrive as "append" messages, not as a new `trace`: a view drawn later (a page
+    // reload, the same stepper shown twice) says how much it has, and the kernel sends the
+    // whole trace only if it is behind.
+    if (m.get("live")) m.send({ kind: "hello", frames: this.trace.frames.length });
   }
 
   redraw() {

@@ -1,0 +1,171 @@
+"""save_html: the exported page replays a stepper in Chromium from file://, with no Jupyter,
+no server and no network. (The pages are written by plain Python in this process.)"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import minigrad as mg
+from minigrad.widgets import BackwardStepper, save_html
+
+from test_widgets import click, snapshot, wait_for
+
+IMG = "<img src=x onerror=alert(1)>"
+SCRIPT = "</script><script>alert(2)</script>"
+
+
+class OfflinePage:
+    """A fresh browser context for one file:// page: every request, console error, page
+    error and dialog is recorded; anything that is not the page's own file (or data:/blob:)
+    is recorded and aborted."""
+
+    def __init__(self, browser, path: Path):
+        self.url = path.resolve().as_uri()
+        self.context = browser.new_context(viewport={"width": 1280, "height": 900})
+        self.page = self.context.new_page()
+        self.requests: list[str] = []
+        self.console_errors: list[str] = []
+        self.page_errors: list[str] = []
+        self.dialogs: list[str] = []
+        self.blocked: list[str] = []
+        self.context.on("request", lambda r: self.requests.append(r.url))
+        self.context.on("console", lambda m: m.type == "error" and self.console_errors.append(
+            f"{m.text} @ {(m.location or {}).get('url', '')}"))
+        self.page.on("pageerror", lambda e: self.page_errors.append(f"{e.name}: {e.message}"))
+        self.page.on("websocket", lambda ws: self.requests.append(ws.url))
+
+        def on_dialog(dialog) -> None:
+            self.dialogs.append(f"{dialog.type}: {dialog.message}")
+            dialog.dismiss()
+
+        self.page.on("dialog", on_dialog)
+
+        def block(route) -> None:
+            self.blocked.append(route.request.url)
+            route.abort("blockedbyclient")
+
+        self.context.route(lambda url: not url.startswith(("file:", "data:", "blob:")), block)
+
+    def open(self):
+        t0 = time.monotonic()
+        self.page.goto(self.url)
+        root = self.page.locator("#minigrad-root .mg-root")
+        root.wait_for(timeout=30_000)
+        return root, time.monotonic() - t0
+
+    def assert_clean(self) -> None:
+        foreign = [u for u in self.requests
+                   if u != self.url and not u.startswith(("data:", "blob:"))]
+        assert not foreign and not self.blocked, f"network requests: {foreign + self.blocked}"
+        assert not self.console_errors, self.console_errors
+        assert not self.page_errors, self.page_errors
+        assert not self.dialogs, self.dialogs
+
+    def close(self) -> None:
+        self.context.close()
+
+
+@pytest.fixture
+def offline(browser):
+    opened: list[OfflinePage] = []
+
+    def make(path: Path) -> OfflinePage:
+        opened.append(OfflinePage(browser, path))
+        return opened[-1]
+
+    yield make
+    for page in opened:
+        page.close()
+
+
+def test_save_html_replays_offline(offline, tmp_path):
+    X, y, _, _ = mg.data.digits_split()
+    model = mg.nn.MLP([64, 16, 10], seed=0)
+    loss = mg.cross_entropy(model(mg.create_leaf(X[:4], name="x")), y[:4])
+    stepper = BackwardStepper(loss, title="exported stepper")
+    path = save_html(stepper, tmp_path / "step.html")   # runs backward to the end first
+    trace = stepper.trace
+    n_frames = len(trace["frames"])
+    print(f"save_html: {path.stat().st_size / 1024:.0f} KiB, {len(trace['nodes'])} nodes, "
+          f"{n_frames} frames")
+
+    view = offline(path)
+    root, seconds = view.open()
+    snap = wait_for(root, lambda s: s["graph"] == "ready" and "firstPaintMs" in s["dataset"],
+                    "the exported graph")
+    print(f"export: page loaded in {seconds:.2f} s; first paint "
+          f"{snap['dataset'].get('firstPaintMs')} ms, engine wait "
+          f"{snap['dataset'].get('engineWaitMs')} ms (engine mode "
+          f"{snap['dataset'].get('engineMode')})")
+    assert sorted(snap["ids"]) == sorted(n["id"] for n in trace["nodes"])
+    assert snap["frame"] == trace["initial_frame"] and snap["dataPhase"] == "forward"
+    assert snap["hasGrad"] == []
+    assert view.page.title() == "exported stepper"
+
+    # Step through backward with the buttons: each click is one frame, with its own sentence.
+    sentences = [snap["sentence"]]
+    phases = [snap["dataPhase"]]
+    while root.locator('button[data-action="step"]').is_enabled():
+        frame = snap["frame"]
+        click(root, "step")
+        snap = wait_for(root, lambda s: s["frame"] == frame + 1, f"step to frame {frame + 1}")
+        assert snap["sentence"] != sentences[-1], f"frame {snap['frame']}: same sentence"
+        sentences.append(snap["sentence"])
+        phases.append(snap["dataPhase"])
+    assert snap["frame"] == n_frames - 1
+    assert phases[-1] == "released" and "backward" in phases, phases
+    assert snap["phase"].lower() == "released"
+    ops = [n["id"] for n in trace["nodes"] if n["type"] == "op"]
+    assert sorted(snap["done"]) == sorted(ops)
+    params = [n["id"] for n in trace["nodes"] if n.get("role") == "param"]
+    assert set(params) <= set(snap["hasGrad"])
+    print(f"export: stepped {len(sentences) - 1} frames, phases {phases}")
+
+    # Back and First replay too.
+    click(root, "back")
+    wait_for(root, lambda s: s["frame"] == n_frames - 2, "back")
+    click(root, "first")
+    snap = wait_for(root, lambda s: s["frame"] == 0, "first")
+    assert snap["dataPhase"] == "forward" and snap["hasGrad"] == []
+
+    print(f"export: requests {view.requests}")
+    view.assert_clean()
+
+
+def test_save_html_keeps_user_text_as_text(offline, tmp_path):
+    a = mg.create_leaf(np.array([[1.0, 2.0]]), requires_grad=True, name=IMG)
+    b = mg.create_leaf(np.array([[3.0], [4.0]]), requires_grad=True, name=SCRIPT)
+    stepper = BackwardStepper((a @ b).tanh().sum(), title=SCRIPT + IMG)
+    path = save_html(stepper, tmp_path / "text.html")
+
+    view = offline(path)
+    root, _ = view.open()
+    snap = wait_for(root, lambda s: s["graph"] == "ready", "the exported graph")
+    ids = {n["name"]: n["id"] for n in stepper.trace["nodes"] if n.get("name")}
+    for name in (IMG, SCRIPT):
+        texts = root.locator(f'g.node[id="{ids[name]}"] text').all_text_contents()
+        assert name in texts, (name, texts)
+    assert view.page.title() == SCRIPT + IMG
+    assert view.page.locator("h1").text_content() == SCRIPT + IMG
+    assert root.locator(".mg-title").text_content() == SCRIPT + IMG
+    # backward's sentences name them too
+    click(root, "last")
+    seen = ""
+    for _ in range(snap["frame"] + 10):
+        snap = snapshot(root)
+        seen += snap["sentence"]
+        if snap["frame"] == 0:
+            break
+        click(root, "back")
+    assert IMG in seen and SCRIPT in seen, seen
+    view.page.wait_for_timeout(300)
+    counts = view.page.evaluate("""() => ({
+        img: document.querySelectorAll('img').length,
+        scripts: document.querySelectorAll('script').length })""")
+    # the page's own three <script> elements (data, bundle, mount) and nothing else
+    assert counts == {"img": 0, "scripts": 3}, counts
+    view.assert_clean()

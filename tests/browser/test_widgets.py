@@ -1,0 +1,633 @@
+"""minigrad's widgets in a real JupyterLab driven by Chromium.
+
+What a student does, checked against what the kernel says: the BackwardStepper's picture
+matches the trace node for node, each click runs the real engine for one more node (the
+kernel's `.grad` shows exactly that), the kernel can step the view, the view can scrub back
+and forth; how many bytes a widget costs on the wire; how fast the picture is drawn and
+restyled; user text stays text. Every figure measured is printed (run with ``-s``).
+
+The page's DOM hooks used here are listed in widgets/README.md ("Hooks for tests").
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+from playwright.sync_api import expect
+
+from browser_harness import (
+    WebSocketBytes,
+    collapse_left_sidebar,
+    open_and_run_all,
+    open_notebook,
+    write_notebook,
+)
+
+REPO = Path(__file__).resolve().parents[2]
+SCREENSHOT = REPO / "docs" / "stepper.png"
+
+# One read of everything a test looks at in one widget. `root` is the widget's `.mg-root`;
+# its parent is the element anywidget gave render() (the timing hooks live on it).
+SNAPSHOT_JS = """
+(root) => {
+  const el = root.parentElement;
+  const svg = root.querySelector('svg.mg-svg');
+  const nodes = svg ? [...svg.querySelectorAll('g.node')] : [];
+  const having = (c) => nodes.filter((g) => g.classList.contains(c)).map((g) => g.id);
+  const badges = {};
+  for (const b of root.querySelectorAll('[data-pending-for]')) {
+    badges[b.getAttribute('data-pending-for')] =
+      b.classList.contains('mg-hidden') ? null : b.textContent.trim();
+  }
+  const tags = {};
+  for (const t of root.querySelectorAll('[data-grad-for]')) {
+    tags[t.getAttribute('data-grad-for')] =
+      t.classList.contains('mg-hidden') ? null : t.textContent.trim();
+  }
+  const blocks = {};
+  for (const b of root.querySelectorAll('.mg-memory [data-block]')) {
+    blocks[b.getAttribute('data-block')] = b.getAttribute('data-state');
+  }
+  const phase = root.querySelector('.mg-phase');
+  const text = (sel) => { const e = root.querySelector(sel); return e ? e.textContent : null; };
+  return {
+    dataset: { ...el.dataset },
+    frame: el.dataset.frame === undefined ? null : Number(el.dataset.frame),
+    graph: el.dataset.graph || null,
+    ids: nodes.map((g) => g.id),
+    current: having('mg-current'),
+    done: having('mg-done'),
+    hasGrad: having('mg-has-grad'),
+    gradFirst: having('mg-grad-first'),
+    gradSum: having('mg-grad-sum'),
+    badges,
+    tags,
+    blocks,
+    phase: phase ? phase.textContent.trim() : null,
+    dataPhase: phase ? phase.getAttribute('data-phase') : null,
+    sentence: text('.mg-sentence'),
+    inspector: text('.mg-inspector'),
+    counter: text('.mg-counter'),
+    status: text('.mg-status'),
+    message: text('.mg-message'),
+    slider: (root.querySelector('input.mg-slider') || {}).value,
+    legend: root.querySelectorAll('.mg-legend li').length,
+  };
+}
+"""
+
+
+def snapshot(root) -> dict:
+    return root.evaluate(SNAPSHOT_JS)
+
+
+def wait_for(root, predicate, what: str, timeout: float = 30.0) -> dict:
+    """Poll the widget's snapshot until predicate(snapshot) holds; fail with the last one."""
+    deadline = time.monotonic() + timeout
+    snap = snapshot(root)
+    while not predicate(snap):
+        if time.monotonic() > deadline:
+            shown = {k: v for k, v in snap.items() if k not in ("ids", "blocks", "tags")}
+            raise AssertionError(f"timed out ({timeout}s) waiting for {what}; the widget shows "
+                                 f"{json.dumps(shown, indent=1)[:3000]}")
+        time.sleep(0.05)
+        snap = snapshot(root)
+    return snap
+
+
+def kernel_json(nb, code: str):
+    """Run `code` in a new cell; it must print one line of JSON as its last output line."""
+    out = nb.run_new_cell(code)
+    lines = [line for line in out.strip().splitlines() if line.strip()]
+    assert lines, f"no output from {code!r}"
+    return json.loads(lines[-1])
+
+
+def click(root, action: str) -> None:
+    root.locator(f'button[data-action="{action}"]').click()
+
+
+def no_dialogs(page) -> list:
+    """Collect every JavaScript dialog the page opens (and dismiss it)."""
+    opened: list[str] = []
+
+    def on_dialog(dialog) -> None:
+        opened.append(f"{dialog.type}: {dialog.message}")
+        dialog.dismiss()
+
+    page.on("dialog", on_dialog)
+    return opened
+
+
+# The kernel's view of the stepper: the trace's nodes and what the last step did.
+TRACE_INFO = r'''
+import json as _json
+def trace_info(st):
+    t = st.current_trace
+    ev, fr = t["events"], t["frames"]
+    last = ev[(fr[-2] + 1 if len(fr) > 1 else 0):fr[-1] + 1]
+    nodes = {n["id"]: n for n in t["nodes"]}
+    return {
+        "ids": [n["id"] for n in t["nodes"]],
+        "ops": {n["id"]: {"name": n["name"], "inputs": n["inputs"],
+                          "pending_count": n["pending_count"]}
+                for n in t["nodes"] if n["type"] == "op"},
+        "vars": {n["id"]: {"name": n["name"], "role": n["role"], "op": n["op"]}
+                 for n in t["nodes"] if n["type"] == "variable"},
+        "frame": st.frame, "frames": len(fr), "initial_frame": t["initial_frame"],
+        "live": st.live,
+        "last_step": [{k: e.get(k) for k in ("type", "node", "variable", "count", "first_write")}
+                      for e in last],
+        "blocks": [b["id"] for b in t["blocks"]],
+    }
+'''
+
+
+def parent_ops(info: dict, op_id: str) -> list[str]:
+    """The ops that produced op_id's inputs (whose pending counts its backward decrements)."""
+    out = []
+    for var in info["ops"][op_id]["inputs"]:
+        producer = info["vars"][var]["op"]
+        if producer is not None:
+            out.append(producer)
+    return out
+
+
+# ------------------------------------------------------------------------------------------
+# 1 + 6. The BackwardStepper on an MLP's loss, step by step (and the README's screenshot)
+# ------------------------------------------------------------------------------------------
+
+MLP_SETUP = TRACE_INFO + r'''
+import numpy as np
+import minigrad as mg
+from minigrad.widgets import BackwardStepper
+
+X_train, y_train, X_test, y_test = mg.data.digits_split()
+model = mg.nn.MLP([64, 16, 10], seed=0)
+W_first, W_last = model.parameters()[0], model.parameters()[2]
+# Everything of this batch on an arena, so that the memory strip has blocks to show. The scope
+# stays open while we step (the stepper's backward allocates its gradients there too).
+graph = mg.Arena("graph", 1 << 16)
+graph_scope = graph.scope()
+graph_scope.__enter__()
+x = mg.create_leaf(X_train[:4], name="x")
+loss = mg.cross_entropy(model(x), y_train[:4])
+stepper = BackwardStepper(loss, title="MLP 64-16-10 on 4 digits")
+'''
+
+
+def test_stepper_steps_the_real_engine(lab, page, browser_log):
+    dialogs = no_dialogs(page)
+    page.set_viewport_size({"width": 1280, "height": 900})
+    path = write_notebook(lab.root, "widgets_stepper.ipynb", [
+        MLP_SETUP,
+        "stepper",
+        "print(_json.dumps(trace_info(stepper)))",
+    ])
+    nb = open_notebook(page, lab, path)
+    collapse_left_sidebar(page)   # the whole width for the notebook (and the screenshot)
+    nb.run_all()
+    root = nb.wait_for_output_selector(1, ".mg-stepper")
+    info = json.loads(nb.output_text(2).strip().splitlines()[-1])
+    ops, variables = info["ops"], info["vars"]
+    (ce,) = [op for op, o in ops.items() if o["name"] == "cross_entropy"]
+    (loss_id,) = [v for v, o in variables.items() if o["role"] == "output"]
+    names = {o["name"]: v for v, o in variables.items() if o["name"]}
+    w_first, w_last = names["layer0.weight"], names["layer1.weight"]
+    print(f"trace: {len(info['ids'])} nodes ({len(ops)} ops), {info['frames']} frames, "
+          f"initial frame {info['initial_frame']}, {len(info['blocks'])} blocks")
+
+    # -- the initial state: forward is over, backward has not started ----------------------
+    snap = wait_for(root, lambda s: s["graph"] == "ready", "the graph to be drawn")
+    assert sorted(snap["ids"]) == sorted(info["ids"]), "one g.node per trace node"
+    assert len(snap["ids"]) == len(set(snap["ids"])) == len(info["ids"])
+    expect(root.locator(".mg-legend")).to_be_visible()
+    assert snap["legend"] >= 7
+    assert snap["frame"] == info["frame"] == info["initial_frame"]
+    assert snap["phase"].lower() == "forward" and snap["dataPhase"] == "forward"
+    assert snap["hasGrad"] == [] and all(t is None for t in snap["tags"].values()), snap["tags"]
+    assert snap["done"] == []
+    assert snap["badges"] == {op: str(o["pending_count"]) for op, o in ops.items()}
+    assert snap["blocks"] and set(snap["blocks"]) <= set(info["blocks"])
+    assert all(state == "alive" for state in snap["blocks"].values()), snap["blocks"]
+    print(f"first paint {snap['dataset'].get('firstPaintMs')} ms, "
+          f"engine wait {snap['dataset'].get('engineWaitMs')} ms "
+          f"(engine mode {snap['dataset'].get('engineMode')})")
+
+    # -- Step: the seed ---------------------------------------------------------------------
+    frame0 = snap["frame"]
+    click(root, "step")
+    snap = wait_for(root, lambda s: s["frame"] == frame0 + 1, "the seed step")
+    assert snap["dataPhase"] == "backward" and snap["phase"].lower() == "backward"
+    assert snap["current"] == [loss_id], "the seed step is about the loss"
+    assert snap["hasGrad"] == [loss_id] and snap["gradFirst"] == [loss_id]
+    assert "seeded" in snap["sentence"], snap["sentence"]
+    seed_info = kernel_json(nb, "print(_json.dumps(trace_info(stepper)))")
+    assert [e["type"] for e in seed_info["last_step"]] == ["start"]
+    assert seed_info["frame"] == snap["frame"]
+
+    # -- Step: the first node is cross_entropy; its parents' badges drop as the trace says --
+    before = snap["badges"]
+    click(root, "step")
+    snap = wait_for(root, lambda s: s["frame"] == frame0 + 2, "the first apply step")
+    step_info = kernel_json(nb, "print(_json.dumps(trace_info(stepper)))")
+    applied = [e["node"] for e in step_info["last_step"] if e["type"] == "apply"]
+    assert applied == [ce], step_info["last_step"]
+    assert snap["current"] == [ce], "mg-current is the op of the current apply event"
+    assert snap["done"] == [ce]
+    expected = {e["node"]: str(e["count"])
+                for e in step_info["last_step"] if e["type"] == "pending"}
+    assert set(expected) == set(parent_ops(info, ce)), (expected, parent_ops(info, ce))
+    for op, count in expected.items():
+        assert snap["badges"][op] == count, (op, snap["badges"][op], count)
+        assert int(before[op]) - 1 == int(count), f"{op}: {before[op]} -> {count}"
+    unchanged = {op: b for op, b in before.items() if op not in expected}
+    assert {op: snap["badges"][op] for op in unchanged} == unchanged
+    written = [e["variable"] for e in step_info["last_step"] if e["type"] == "accumulate"]
+    assert written and set(written) <= set(snap["gradFirst"])
+    assert "cross_entropy.backward" in snap["sentence"], snap["sentence"]
+    assert "cross_entropy" in snap["inspector"], snap["inspector"]
+
+    # -- one more Step: the last linear layer; the engine really ran only that far ----------
+    click(root, "step")
+    snap = wait_for(root, lambda s: s["frame"] == frame0 + 3, "the second apply step")
+    assert w_last in snap["hasGrad"] and w_first not in snap["hasGrad"]
+    out = nb.run_new_cell("print(W_first.grad is None, W_last.grad is not None)")
+    assert out.split() == ["True", "True"], out
+
+    # -- the kernel steps the view ------------------------------------------------------------
+    frame_before, current_before = snap["frame"], snap["current"]
+    live = kernel_json(nb, "stepper.step()\nprint(_json.dumps(trace_info(stepper)))")
+    (op_now,) = [e["node"] for e in live["last_step"] if e["type"] == "apply"]
+    snap = wait_for(root, lambda s: s["frame"] == live["frame"] and s["current"] == [op_now],
+                    "the view to follow stepper.step() from the kernel")
+    assert snap["frame"] == frame_before + 1 and snap["current"] != current_before
+
+    # -- 6. the README's picture, half way through backward --------------------------------
+    take_screenshot(page, root)
+
+    # -- Back replays (the engine is not undone) ---------------------------------------------
+    click(root, "back")
+    snap = wait_for(root, lambda s: s["frame"] == frame_before, "Back")
+    assert snap["current"] == current_before
+    assert w_last in snap["hasGrad"]
+    synced = kernel_json(nb, "print(_json.dumps([stepper.frame, W_first.grad is None]))")
+    assert synced == [frame_before, True], synced   # the frame reached the kernel; no undo
+
+    # -- the slider: back to the end of forward -------------------------------------------------
+    root.locator("input.mg-slider").fill(str(frame0))
+    snap = wait_for(root, lambda s: s["frame"] == frame0, "the slider")
+    assert snap["dataPhase"] == "forward" and snap["hasGrad"] == []
+    assert snap["badges"] == {op: str(o["pending_count"]) for op, o in ops.items()}
+
+    # -- the keyboard, with the focus in the widget -----------------------------------------
+    root.focus()
+    page.keyboard.press("ArrowRight")
+    snap = wait_for(root, lambda s: s["frame"] == frame0 + 1, "ArrowRight")
+    assert snap["current"] == [loss_id]
+    page.keyboard.press("ArrowRight")
+    snap = wait_for(root, lambda s: s["frame"] == frame0 + 2, "ArrowRight again")
+    assert snap["current"] == [ce]
+    page.keyboard.press("ArrowLeft")
+    snap = wait_for(root, lambda s: s["frame"] == frame0 + 1, "ArrowLeft")
+    assert snap["current"] == [loss_id]
+
+    # -- Last: backward runs to the end in the kernel ------------------------------------------
+    click(root, "last")
+    snap = wait_for(root, lambda s: s["dataPhase"] == "released", "Last to reach 'released'")
+    final = kernel_json(nb, "print(_json.dumps(trace_info(stepper)))")
+    assert not final["live"] and snap["frame"] == final["frame"] == final["frames"] - 1
+    assert snap["phase"].lower() == "released"
+    assert sorted(snap["done"]) == sorted(ops)
+    params = [v for v, o in variables.items() if o["role"] == "param"]
+    assert set(params) <= set(snap["hasGrad"])
+    for button in ("step", "last"):
+        expect(root.locator(f'button[data-action="{button}"]')).to_be_disabled()
+    same = nb.run_new_cell(
+        "model2 = mg.nn.MLP([64, 16, 10], seed=0)\n"
+        "loss2 = mg.cross_entropy(model2(mg.create_leaf(X_train[:4])), y_train[:4])\n"
+        "loss2.backward()\n"
+        "print(all(np.allclose(p.grad, q.grad, rtol=1e-6, atol=1e-7)\n"
+        "          for p, q in zip(model.parameters(), model2.parameters())),\n"
+        "      all(p.grad is not None for p in model.parameters()))")
+    assert same.split() == ["True", "True"], same
+
+    print(browser_log.summary())
+    assert dialogs == []
+    browser_log.assert_no_console_errors()
+    browser_log.assert_all_requests_local()
+
+
+def take_screenshot(page, root) -> None:
+    """The widget alone, at a readable size, for the README (docs/stepper.png).
+
+    The notebook scrolls inside JupyterLab's own box, so a widget taller than that box would
+    come out cut: the page is made tall enough for the shot, then put back."""
+    viewport = page.viewport_size
+    visible = page.locator(".jp-NotebookPanel .jp-WindowedPanel-outer").first.bounding_box()
+    box = root.bounding_box()
+    if visible and box["height"] + 24 > visible["height"]:
+        page.set_viewport_size({"width": viewport["width"],
+                                "height": int(viewport["height"] + box["height"] + 24
+                                              - visible["height"])})
+    page.mouse.move(0, 0)   # no hover effect on the button clicked last
+    root.scroll_into_view_if_needed()
+    page.wait_for_timeout(200)   # let the page settle after the resize and the scroll
+    box = root.bounding_box()
+    SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)
+    root.screenshot(path=str(SCREENSHOT), animations="disabled")
+    page.set_viewport_size(viewport)
+    print(f"screenshot: {SCREENSHOT} ({box['width']:.0f}x{box['height']:.0f} CSS px)")
+
+
+def test_inspector_terms_fit_on_one_line_in_jupyterlab(lab, page, browser_log):
+    """The inspector's terms (formula, parents, saved, ...) are short words: each must sit on
+    one line, clear of its value, whatever styles JupyterLab gives the output area's
+    <dl>/<dt>/<dd>."""
+    path = write_notebook(lab.root, "widgets_inspector.ipynb", [
+        "import minigrad as mg\n"
+        "from minigrad.widgets import BackwardStepper\n"
+        "w = mg.create_leaf([1.0, -2.0], requires_grad=True, name='w')\n"
+        "x = mg.create_leaf([3.0, 4.0], name='x')\n"
+        "stepper = BackwardStepper((w * x).tanh().sum())\n"
+        "stepper",
+    ])
+    nb = open_and_run_all(page, lab, path)
+    root = nb.wait_for_output_selector(0, ".mg-stepper")
+    wait_for(root, lambda s: s["graph"] == "ready" and "formula" in (s["inspector"] or ""),
+             "the inspector to describe the current op")
+    root.scroll_into_view_if_needed()
+    terms = root.evaluate("""(root) => [...root.querySelectorAll('.mg-inspector dt')].map((dt) => {
+        const range = document.createRange();
+        range.selectNodeContents(dt);
+        const text = range.getBoundingClientRect();
+        const dd = dt.nextElementSibling;
+        return { text: dt.textContent, lines: range.getClientRects().length,
+                 textRight: Math.round(text.right),
+                 valueLeft: dd ? Math.round(dd.getBoundingClientRect().left) : null,
+                 dtWidth: getComputedStyle(dt).width };
+    })""")
+    print("inspector terms:", terms)
+    assert terms, "the inspector shows no terms"
+    # One line each, and ending before its value begins (not broken letter by letter, not
+    # written over the value).
+    broken = [t for t in terms if t["lines"] != 1 or t["valueLeft"] is None
+              or t["textRight"] > t["valueLeft"]]
+    assert not broken, (
+        "inspector terms do not fit their column inside JupyterLab (JupyterLab's "
+        "'.jp-OutputArea-output dt {float: left; width: 20%}' reaches the widget's <dt>): "
+        f"{broken}")
+    browser_log.assert_no_console_errors()
+
+
+# ------------------------------------------------------------------------------------------
+# 2. What a widget costs on the wire
+# ------------------------------------------------------------------------------------------
+
+def wait_quiet(page, wire: WebSocketBytes, quiet_ms: int = 300, timeout: float = 10.0) -> None:
+    """Wait until no kernel frame has arrived for quiet_ms (the window of a measure is clean)."""
+    deadline = time.monotonic() + timeout
+    last, since = wire.frames, time.monotonic()
+    while time.monotonic() < deadline:
+        page.wait_for_timeout(50)   # (Playwright delivers frame events while it waits)
+        if wire.frames != last:
+            last, since = wire.frames, time.monotonic()
+        elif (time.monotonic() - since) * 1000 >= quiet_ms:
+            return
+
+
+def test_payload_per_widget(lab, page, browser_log):
+    wire = WebSocketBytes(page)
+    path = write_notebook(lab.root, "widgets_payload.ipynb", [
+        "import minigrad as mg\n"
+        "from minigrad.widgets import BackwardStepper, GraphView\n"
+        "X_train, y_train, _, _ = mg.data.digits_split()\n"
+        "model = mg.nn.MLP([64, 16, 10], seed=0)\n"
+        "loss = mg.cross_entropy(model(mg.create_leaf(X_train[:8], name='x')), y_train[:8])\n"
+        "other = mg.cross_entropy(model(mg.create_leaf(X_train[8:16], name='x2')), "
+        "y_train[8:16])",
+    ])
+    nb = open_and_run_all(page, lab, path)
+    assert wire.urls, "no kernel websocket was seen"
+
+    def measure(code: str, selector: str, ready=lambda s: s["graph"] == "ready"):
+        wait_quiet(page, wire)
+        mark = wire.mark()
+        index = nb.cells.count()
+        nb.run_new_cell(code)
+        root = nb.wait_for_output_selector(index, selector)
+        wait_for(root, ready, f"the widget of {code!r}")
+        wait_quiet(page, wire)
+        return root, wire.since(mark)
+
+    root, (first, first_frames) = measure("stepper = BackwardStepper(loss)\nstepper",
+                                          ".mg-stepper")
+    _, (second, second_frames) = measure("GraphView(other)", ".mg-root")
+    # An empty cell's own traffic (execute_input, status, reply), to tell it from the widget's.
+    wait_quiet(page, wire)
+    mark = wire.mark()
+    nb.run_new_cell("pass")
+    wait_quiet(page, wire)
+    baseline, _ = wire.since(mark)
+
+    # One live step from the kernel: the engine runs one node, the view follows.
+    frame = snapshot(root)["frame"]
+    wait_quiet(page, wire)
+    mark = wire.mark()
+    nb.run_new_cell("stepper.step()")
+    wait_for(root, lambda s: s["frame"] == frame + 1, "the view to follow stepper.step()")
+    wait_quiet(page, wire)
+    step_cell, _ = wire.since(mark)
+    # ... and one live step from the Step button (no cell at all).
+    mark = wire.mark()
+    click(root, "step")
+    wait_for(root, lambda s: s["frame"] == frame + 2, "the view after a click on Step")
+    wait_quiet(page, wire)
+    step_click, _ = wire.since(mark)
+
+    kib = lambda n: f"{n / 1024:.1f} KiB"   # noqa: E731
+    print(f"payload: first stepper on the page {kib(first)} ({first:,} B in {first_frames} "
+          f"frames, the layout engine included); second widget (GraphView) {kib(second)} "
+          f"({second:,} B in {second_frames} frames); an empty cell {baseline:,} B")
+    print(f"payload per live step: stepper.step() cell {step_cell:,} B "
+          f"({step_cell - baseline:,} B beyond an empty cell), Step button {step_click:,} B")
+    assert first > 600 * 1024, "the first widget should bring the layout engine (~630 KiB)"
+    assert second <= 150_000, f"a second widget costs {second:,} B (> 150 KB)"
+    browser_log.assert_no_console_errors()
+    browser_log.assert_all_requests_local()
+
+
+# ------------------------------------------------------------------------------------------
+# 3. How fast: first paint, a step's restyle, a graph too big to draw
+# ------------------------------------------------------------------------------------------
+
+CHAIN_SETUP = r'''
+import json as _json
+import numpy as np
+import minigrad as mg
+from minigrad.widgets import BackwardStepper
+
+def chain(n_ops, seed=0):
+    """x -> tanh -> (* w) -> tanh -> ... -> sum: 2 * n_ops + 4 trace nodes."""
+    rng = np.random.default_rng(seed)
+    x = mg.create_leaf(rng.normal(size=(4,)), requires_grad=True, name="x")
+    w = mg.create_leaf(rng.normal(size=(4,)), requires_grad=True, name="w")
+    h = x
+    for i in range(n_ops):
+        h = mg.tanh(h) if i % 2 == 0 else h * w
+    return h.sum()
+'''
+
+
+def test_performance(lab, page, browser_log):
+    wire = WebSocketBytes(page)   # (only to wait for quiet moments)
+    path = write_notebook(lab.root, "widgets_perf.ipynb", [CHAIN_SETUP])
+    nb = open_and_run_all(page, lab, path)
+
+    def show(code: str):
+        wait_quiet(page, wire, quiet_ms=500)   # measure the widget, not the page settling
+        index = nb.cells.count()
+        out = nb.run_new_cell(code)
+        count = int(out.strip().splitlines()[0])
+        root = nb.wait_for_output_selector(index, ".mg-stepper")
+        # Wait without reading the DOM in a tight loop (that would compete with the drawing).
+        page.wait_for_function("(root) => root.parentElement.dataset.graph === 'ready'",
+                               arg=root.element_handle(), polling=100, timeout=60_000)
+        return root, count
+
+    # -- about 200 nodes: the first paint -------------------------------------------------------
+    root, n200 = show("s200 = BackwardStepper(chain(98))\nprint(len(s200.trace['nodes']))\ns200")
+    page.wait_for_function("(root) => root.parentElement.dataset.firstPaintMs !== undefined",
+                           arg=root.element_handle(), polling=100)
+    snap = snapshot(root)
+    assert len(snap["ids"]) == n200
+    first_paint = float(snap["dataset"]["firstPaintMs"])
+    print(f"{n200} nodes: first paint {first_paint} ms, engine wait "
+          f"{snap['dataset'].get('engineWaitMs')} ms, layout {snap['dataset'].get('layoutMs')} ms,"
+          f" mount {snap['dataset'].get('mountMs')} ms (engine mode "
+          f"{snap['dataset'].get('engineMode')})")
+    assert first_paint <= 300, f"first paint of {n200} nodes took {first_paint} ms (> 300)"
+
+    # -- about 500 nodes: every step's restyle within a frame (16 ms) ----------------------------
+    root, n500 = show("s500 = BackwardStepper(chain(248), max_nodes=600)\n"
+                      "print(len(s500.trace['nodes']))\ns500")
+    snap = snapshot(root)
+    assert len(snap["ids"]) == n500
+    print(f"{n500} nodes: first paint {snap['dataset'].get('firstPaintMs')} ms, layout "
+          f"{snap['dataset'].get('layoutMs')} ms, mount {snap['dataset'].get('mountMs')} ms")
+    times, wire_bytes = [], []
+
+    def timed(action: str, delta: int) -> None:
+        before = snapshot(root)["frame"]
+        mark = wire.mark()
+        click(root, action)
+        s = wait_for(root, lambda s: s["frame"] == before + delta, f"{action} at {n500} nodes")
+        times.append((action, float(s["dataset"]["lastStepMs"])))
+        wait_quiet(page, wire, quiet_ms=150)
+        wire_bytes.append(wire.since(mark)[0])
+
+    for _ in range(6):
+        timed("step", +1)   # live: the kernel runs one node, the view restyles
+    print(f"{n500} nodes: bytes received per live step {wire_bytes}")
+    for _ in range(4):
+        timed("back", -1)   # replay: folded again from the start
+    for _ in range(4):
+        timed("step", +1)   # replay forward
+    worst = max(ms for _, ms in times)
+    print(f"{n500} nodes: step restyle times (ms) {[ms for _, ms in times]}; max {worst} ms")
+    assert all(ms <= 16 for _, ms in times), f"a step took more than 16 ms: {times}"
+
+    # -- 5,000 nodes: a clear message, and the page stays responsive ------------------------------
+    index = nb.cells.count()
+    t0 = time.monotonic()
+    out = nb.run_new_cell("s5k = BackwardStepper(chain(2498))\n"
+                          "print(len(s5k.trace['nodes']))\ns5k")
+    n5k = int(out.strip().splitlines()[0])
+    root = nb.wait_for_output_selector(index, ".mg-stepper .mg-message")
+    rendered = time.monotonic() - t0
+    t1 = time.monotonic()
+    assert page.evaluate("1 + 1") == 2
+    answer_ms = (time.monotonic() - t1) * 1000
+    root = nb.cell(index).locator(".mg-stepper")
+    snap = wait_for(root, lambda s: s["graph"] == "message", "the too-big message")
+    print(f"{n5k} nodes: message {snap['message']!r}; cell + render {rendered:.2f} s; "
+          f"page answered an evaluate in {answer_ms:.0f} ms right after")
+    assert f"{n5k:,}" in snap["message"] or str(n5k) in snap["message"], snap["message"]
+    assert snap["ids"] == [] and root.locator("svg.mg-svg").count() == 0
+    assert answer_ms < 1000, f"the page took {answer_ms:.0f} ms to answer"
+    # still usable: the stepper steps (replay) without a picture
+    frame = snap["frame"]
+    click(root, "back")
+    wait_for(root, lambda s: s["frame"] == frame - 1, "Back on the 5,000-node stepper")
+    t1 = time.monotonic()
+    page.evaluate("1 + 1")
+    print(f"{n5k} nodes: Back answered; evaluate after it {(time.monotonic() - t1) * 1000:.0f} ms;"
+          f" lastStepMs {snapshot(root)['dataset'].get('lastStepMs')}")
+    browser_log.assert_no_console_errors()
+    browser_log.assert_all_requests_local()
+
+
+# ------------------------------------------------------------------------------------------
+# 4. User text is text
+# ------------------------------------------------------------------------------------------
+
+IMG = "<img src=x onerror=alert(1)>"
+SCRIPT = "</script><script>alert(2)</script>"
+TITLE = "<b>title</b><img src=y onerror=alert(3)>"
+
+
+def test_user_text_is_text(lab, page, browser_log):
+    dialogs = no_dialogs(page)
+    path = write_notebook(lab.root, "widgets_text.ipynb", [
+        TRACE_INFO +
+        "import minigrad as mg\n"
+        "from minigrad.widgets import BackwardStepper, GraphView\n"
+        f"a = mg.create_leaf([[1.0, 2.0]], requires_grad=True, name={IMG!r})\n"
+        f"b = mg.create_leaf([[3.0], [4.0]], requires_grad=True, name={SCRIPT!r})\n"
+        "loss = (a @ b).tanh().sum()\n"
+        f"stepper = BackwardStepper(loss, title={TITLE!r})\n"
+        "print(_json.dumps(trace_info(stepper)))",
+        "stepper",
+        f"GraphView(loss, title={TITLE!r})",
+    ])
+    nb = open_and_run_all(page, lab, path)
+    info = json.loads(nb.output_text(0).strip().splitlines()[-1])
+    ids = {o["name"]: v for v, o in info["vars"].items() if o["name"]}
+    stepper = nb.wait_for_output_selector(1, ".mg-stepper")
+    graph = nb.wait_for_output_selector(2, ".mg-root")
+    for root in (stepper, graph):
+        wait_for(root, lambda s: s["graph"] == "ready", "the graph")
+        for name in (IMG, SCRIPT):
+            texts = root.locator(f'g.node[id="{ids[name]}"] text').all_text_contents()
+            assert name in texts, (name, texts)
+        assert root.locator(".mg-title").text_content() == TITLE
+
+    # the inspector (hover a node) and the step sentences show the names as they are
+    stepper.locator(f'g.node[id="{ids[IMG]}"]').hover()
+    expect(stepper.locator(".mg-inspector")).to_contain_text(IMG)
+    stepper.locator(f'g.node[id="{ids[SCRIPT]}"]').hover()
+    expect(stepper.locator(".mg-inspector")).to_contain_text(SCRIPT)
+    click(stepper, "last")
+    snap = wait_for(stepper, lambda s: s["dataPhase"] == "released", "the end of backward")
+    frames = snap["frame"]
+    seen = ""
+    for _ in range(frames):
+        seen += snapshot(stepper)["sentence"]
+        if IMG in seen and SCRIPT in seen:
+            break
+        click(stepper, "back")
+        page.wait_for_timeout(20)
+    assert IMG in seen and SCRIPT in seen, seen
+
+    page.wait_for_timeout(500)   # an <img onerror> would have fired by now
+    counts = page.evaluate("""() => ({
+        img: document.querySelectorAll('.mg-root img').length,
+        script: document.querySelectorAll('.mg-root script').length,
+        b: document.querySelectorAll('.mg-root b').length })""")
+    print(f"user text: elements made from names/titles {counts}; dialogs {dialogs}")
+    assert counts == {"img": 0, "script": 0, "b": 0}, counts
+    assert dialogs == [], dialogs
+    browser_log.assert_no_console_errors()
+    browser_log.assert_all_requests_local()
