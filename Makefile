@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip
 
-.PHONY: test lab bench student clean
+.PHONY: test lab bench student lite clean
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -47,6 +47,10 @@ bench: $(VENV)/.bench-installed
 # Student copies of the lessons (solutions replaced by `raise NotImplementedError()`).
 student: $(VENV)/.test-installed
 	$(PY) tools/make_student.py lessons student
+
+# A JupyterLite site (Python in the browser, no server) with the lessons and the minigrad wheel.
+lite: $(VENV)/.test-installed $(BUNDLE)
+	$(PY) tools/build_lite.py build/lite
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info .pytest_cache .hypothesis student
