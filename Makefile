@@ -49,8 +49,14 @@ student: $(VENV)/.test-installed
 	$(PY) tools/make_student.py lessons student
 
 # A JupyterLite site (Python in the browser, no server) with the lessons and the minigrad wheel.
-lite: $(VENV)/.test-installed $(BUNDLE)
-	$(PY) tools/build_lite.py build/lite
+LITE_VENV := .venv-lite
+$(LITE_VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(LITE_VENV)
+	$(LITE_VENV)/bin/python -m pip install -q "jupyterlite-core>=0.6" "jupyterlite-pyodide-kernel>=0.6" "jupyter-server>=2.10" "nbformat>=5.9"
+	touch $@
+
+lite: $(LITE_VENV)/.installed $(BUNDLE)
+	$(LITE_VENV)/bin/python tools/build_lite.py build/lite
 
 clean:
-	rm -rf $(VENV) build dist *.egg-info .pytest_cache .hypothesis student
+	rm -rf $(VENV) .venv-lite build dist *.egg-info .pytest_cache .hypothesis student

@@ -9,8 +9,15 @@ ROOT = pathlib.Path(__file__).parent.parent
 
 
 def test_lite_site_holds_the_lessons_and_the_minigrad_wheel(tmp_path):
-    site = tmp_path / "site"
-    subprocess.run([sys.executable, str(ROOT / "tools" / "build_lite.py"), str(site)], check=True,
+    # In its own venv, as `make lite` does (the Pyodide kernel's lab extension must not reach the
+    # JupyterLab the other tests use).
+    venv, site = tmp_path / "venv", tmp_path / "site"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    python = str(venv / "bin" / "python")
+    subprocess.run([python, "-m", "pip", "install", "-q", "jupyterlite-core>=0.6",
+                    "jupyterlite-pyodide-kernel>=0.6", "jupyter-server>=2.10", "nbformat>=5.9"],
+                   check=True)
+    subprocess.run([python, str(ROOT / "tools" / "build_lite.py"), str(site)], check=True,
                    cwd=tmp_path)
     lessons = sorted(p.name for p in (ROOT / "lessons").glob("[0-9][0-9]_*.ipynb"))
     assert sorted(p.name for p in (site / "files" / "lessons").glob("*.ipynb")) == lessons

@@ -62,11 +62,15 @@ def test_stepper_steps_the_real_engine_one_node_at_a_time():
 def test_stepper_answers_the_browser_messages():
     _, loss = mlp_loss()
     stepper = BackwardStepper(loss, order="topo")
-    before = len(stepper.trace["frames"])
+    before = len(stepper.current_trace["frames"])
     stepper._on_message(stepper, {"kind": "advance", "steps": 2}, [])
-    assert len(stepper.trace["frames"]) == before + 2
+    assert len(stepper.current_trace["frames"]) == before + 2
+    assert len(stepper.trace["frames"]) == before   # live steps travel as "append" messages
+    # a view drawn later says what it has; the kernel sends the whole trace if it is behind
+    stepper._on_message(stepper, {"kind": "hello", "frames": before}, [])
+    assert stepper.trace == stepper.current_trace
     stepper._on_message(stepper, {"kind": "finish"}, [])
-    assert not stepper.live
+    assert not stepper.live and stepper.trace == stepper.current_trace
 
 
 def test_stepper_records_arena_allocations_of_backward():

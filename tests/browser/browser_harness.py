@@ -625,14 +625,7 @@ def open_and_run_all(page, lab: JupyterLabServer, path: Path | str, *,
 
     Returns a :class:`Notebook` whose ``open_seconds``/``run_seconds`` hold the timings.
     """
-    path = Path(path)
-    rel = (path.relative_to(lab.root) if path.is_absolute() else path).as_posix()
-    nb = Notebook(page, lab, rel, timeout=timeout)
-    t0 = time.monotonic()
-    page.goto(lab.lab_url(rel), timeout=timeout * 1000)
-    nb.panel.wait_for(timeout=timeout * 1000)
-    nb.wait_for_kernel_idle()
-    nb.open_seconds = time.monotonic() - t0
+    nb = open_notebook(page, lab, path, timeout=timeout)
     nb.run_all()
     return nb
 
