@@ -38,7 +38,7 @@ class Function:
     """Base class of ops; an instance is one node of the graph (PyTorch calls it a grad_fn)."""
 
     __slots__ = ("inputs", "saved_tensors", "pending_count", "grad_output", "seq", "released",
-                 "_locked", "_block", "_last_buffer", "__dict__", "__weakref__")
+                 "arena", "_locked", "_block", "_last_buffer", "__dict__", "__weakref__")
     name = "function"
     # What the op requires of shapes, quoted when numpy rejects them (subclasses refine it).
     shape_rule = "inputs broadcast numpy-style: shapes are aligned from the right and each pair " \
@@ -65,13 +65,14 @@ class Function:
                floating: bool = False):
         """Where an op writes a result: an array on the current arena or pool, or None.
 
-        Ops pass it as numpy's out= (np.add(a, b, out=ctx.buffer(a, b))): with no arena in scope
-        it is None and numpy allocates as usual, so eager code pays one call and nothing more.
+        Ops pass it as numpy's out=, guarded by ctx.arena (the allocator of the scope the op ran
+        in, or None): `np.add(a, b, out=ctx.arena and ctx.buffer(a, b))`. With no arena the
+        guard is None, numpy allocates as usual, and eager code pays not even a call.
         shape defaults to numpy's broadcasting of `like` (or is a function of them), dtype to
         numpy's promotion of them (a float type when floating=True, for exp, log, ...), and kind
         to "activation" in forward and "grad" in backward.
         """
-        allocator = modes.allocator
+        allocator = self.arena
         if allocator is None:
             return None
         if shape is None:
@@ -117,7 +118,7 @@ class Function:
         node.inputs = variables
         node.saved_tensors = ()
         node.grad_output = None
-        allocator = modes.allocator
+        node.arena = allocator = modes.allocator
         if allocator is not None:
             node._last_buffer = None
         # Unary and binary ops take a path without comprehensions: this is the per-op overhead

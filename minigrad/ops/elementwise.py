@@ -15,7 +15,7 @@ class Add(Function):
 
     @staticmethod
     def forward(ctx, a, b):
-        return np.add(a, b, out=ctx.buffer(a, b))
+        return np.add(a, b, out=ctx.arena and ctx.buffer(a, b))
 
     @staticmethod
     def backward(ctx, grad_output):
@@ -29,11 +29,11 @@ class Sub(Function):
 
     @staticmethod
     def forward(ctx, a, b):
-        return np.subtract(a, b, out=ctx.buffer(a, b))
+        return np.subtract(a, b, out=ctx.arena and ctx.buffer(a, b))
 
     @staticmethod
     def backward(ctx, grad_output):
-        return grad_output, np.negative(grad_output, out=ctx.buffer(grad_output))
+        return grad_output, np.negative(grad_output, out=ctx.arena and ctx.buffer(grad_output))
 
 
 @register("mul")
@@ -44,13 +44,13 @@ class Mul(Function):
     @staticmethod
     def forward(ctx, a, b):
         ctx.save_for_backward(a, b)
-        return np.multiply(a, b, out=ctx.buffer(a, b))
+        return np.multiply(a, b, out=ctx.arena and ctx.buffer(a, b))
 
     @staticmethod
     def backward(ctx, grad_output):
         a, b = ctx.saved_tensors
-        return (np.multiply(grad_output, b, out=ctx.buffer(grad_output, b)),
-                np.multiply(grad_output, a, out=ctx.buffer(grad_output, a)))
+        return (np.multiply(grad_output, b, out=ctx.arena and ctx.buffer(grad_output, b)),
+                np.multiply(grad_output, a, out=ctx.arena and ctx.buffer(grad_output, a)))
 
 
 @register("div")
@@ -61,13 +61,13 @@ class Div(Function):
     @staticmethod
     def forward(ctx, a, b):
         ctx.save_for_backward(a, b)
-        return np.divide(a, b, out=ctx.buffer(a, b, floating=True))
+        return np.divide(a, b, out=ctx.arena and ctx.buffer(a, b, floating=True))
 
     @staticmethod
     def backward(ctx, grad_output):
         a, b = ctx.saved_tensors
-        grad_a = np.divide(grad_output, b, out=ctx.buffer(grad_output, b))
-        return grad_a, np.negative(grad_a * a / b, out=ctx.buffer(grad_a, a))
+        grad_a = np.divide(grad_output, b, out=ctx.arena and ctx.buffer(grad_output, b))
+        return grad_a, np.negative(grad_a * a / b, out=ctx.arena and ctx.buffer(grad_a, a))
 
 
 @register("neg")
@@ -77,11 +77,11 @@ class Neg(Function):
 
     @staticmethod
     def forward(ctx, a):
-        return np.negative(a, out=ctx.buffer(a))
+        return np.negative(a, out=ctx.arena and ctx.buffer(a))
 
     @staticmethod
     def backward(ctx, grad_output):
-        return np.negative(grad_output, out=ctx.buffer(grad_output))
+        return np.negative(grad_output, out=ctx.arena and ctx.buffer(grad_output))
 
 
 @register("pow")
@@ -99,13 +99,13 @@ class Pow(Function):
             exponent = exponent.item()   # a numpy scalar would upcast float32 (numpy 2 rules)
         ctx.exponent = exponent
         ctx.save_for_backward(a)
-        return np.power(a, exponent, out=ctx.buffer(a, exponent))
+        return np.power(a, exponent, out=ctx.arena and ctx.buffer(a, exponent))
 
     @staticmethod
     def backward(ctx, grad_output):
         (a,) = ctx.saved_tensors
         p = ctx.exponent
-        return np.multiply(grad_output, p * a ** (p - 1), out=ctx.buffer(grad_output, a))
+        return np.multiply(grad_output, p * a ** (p - 1), out=ctx.arena and ctx.buffer(grad_output, a))
 
 
 @register("exp")
@@ -115,14 +115,14 @@ class Exp(Function):
 
     @staticmethod
     def forward(ctx, a):
-        z = np.exp(a, out=ctx.buffer(a, floating=True))
+        z = np.exp(a, out=ctx.arena and ctx.buffer(a, floating=True))
         ctx.save_for_backward(z)
         return z
 
     @staticmethod
     def backward(ctx, grad_output):
         (z,) = ctx.saved_tensors
-        return np.multiply(grad_output, z, out=ctx.buffer(grad_output, z))
+        return np.multiply(grad_output, z, out=ctx.arena and ctx.buffer(grad_output, z))
 
 
 @register("log")
@@ -133,12 +133,12 @@ class Log(Function):
     @staticmethod
     def forward(ctx, a):
         ctx.save_for_backward(a)
-        return np.log(a, out=ctx.buffer(a, floating=True))
+        return np.log(a, out=ctx.arena and ctx.buffer(a, floating=True))
 
     @staticmethod
     def backward(ctx, grad_output):
         (a,) = ctx.saved_tensors
-        return np.divide(grad_output, a, out=ctx.buffer(grad_output, a))
+        return np.divide(grad_output, a, out=ctx.arena and ctx.buffer(grad_output, a))
 
 
 @register("tanh")
@@ -148,14 +148,14 @@ class Tanh(Function):
 
     @staticmethod
     def forward(ctx, a):
-        z = np.tanh(a, out=ctx.buffer(a, floating=True))
+        z = np.tanh(a, out=ctx.arena and ctx.buffer(a, floating=True))
         ctx.save_for_backward(z)
         return z
 
     @staticmethod
     def backward(ctx, grad_output):
         (z,) = ctx.saved_tensors
-        return np.multiply(grad_output, 1 - z * z, out=ctx.buffer(grad_output, z))
+        return np.multiply(grad_output, 1 - z * z, out=ctx.arena and ctx.buffer(grad_output, z))
 
 
 @register("sigmoid")
@@ -165,14 +165,14 @@ class Sigmoid(Function):
 
     @staticmethod
     def forward(ctx, a):
-        z = np.divide(1, 1 + np.exp(-a), out=ctx.buffer(a, floating=True))
+        z = np.divide(1, 1 + np.exp(-a), out=ctx.arena and ctx.buffer(a, floating=True))
         ctx.save_for_backward(z)
         return z
 
     @staticmethod
     def backward(ctx, grad_output):
         (z,) = ctx.saved_tensors
-        return np.multiply(grad_output, z * (1 - z), out=ctx.buffer(grad_output, z))
+        return np.multiply(grad_output, z * (1 - z), out=ctx.arena and ctx.buffer(grad_output, z))
 
 
 @register("relu")
@@ -183,12 +183,12 @@ class Relu(Function):
     @staticmethod
     def forward(ctx, a):
         ctx.save_for_backward(a)
-        return np.maximum(a, 0, out=ctx.buffer(a))
+        return np.maximum(a, 0, out=ctx.arena and ctx.buffer(a))
 
     @staticmethod
     def backward(ctx, grad_output):
         (a,) = ctx.saved_tensors
-        return np.multiply(grad_output, a > 0, out=ctx.buffer(grad_output, a))
+        return np.multiply(grad_output, a > 0, out=ctx.arena and ctx.buffer(grad_output, a))
 
 
 def add(a, b):
