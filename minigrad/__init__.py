@@ -21,9 +21,12 @@ from .variable import OPS, Variable, create_leaf
 __version__ = "0.1.0"
 
 __all__ = [
-    "Variable", "create_leaf", "Arena", "Pool", "Block", "StaleVariableError", "current_allocator", "Function", "register", "AccumulateGrad", "OPS",
-    "record", "trace_of", "live_nodes", "backward", "backward_steps", "Step", "accumulate_grad", "topo_order",
+    "Variable", "create_leaf", "Function", "register", "AccumulateGrad", "OPS",
+    "Arena", "Pool", "Block", "StaleVariableError", "current_allocator",
+    "backward", "backward_steps", "backward_groups", "Step", "accumulate_grad", "topo_order",
+    "record", "trace_of", "live_nodes",
     "no_grad", "is_grad_enabled", "set_debug", "is_debug", "check", "errors",
+    "data", "nn", "optim",
     "add", "sub", "mul", "div", "neg", "pow", "exp", "log", "tanh", "sigmoid", "relu",
     "matmul", "linear", "sum", "mean", "max", "reshape", "transpose", "broadcast_to",
     "concat", "stack", "getitem", "softmax", "log_softmax", "cross_entropy", "mse",

@@ -21,7 +21,6 @@ from .modes import modes
 
 ALIGNMENT = 64          # bytes; a cache line, and enough for any numpy dtype
 PAGE = 4096
-KINDS = ("input", "param", "activation", "node", "grad", "saved")
 
 
 class StaleVariableError(MinigradError, RuntimeError):

@@ -21,7 +21,7 @@ from typing import Iterator
 import numpy as np
 
 from .arena import Pool
-from .engine import PREVIEW, Step, preview, topo_order
+from .engine import Step, preview, topo_order
 from .modes import modes
 from .variable import Variable
 
@@ -54,7 +54,6 @@ class Recorder:
         self._held: list[dict] = []          # backward allocations, written after their "apply"
         self._phase = "forward"
         self._count = 0                      # events so far, counting raw groups expanded
-        self._outputs: dict[str, str] = {}   # op id -> output variable id
         self._slot_seen: dict = {}
         self._last_total: dict = {}          # variable id -> preview of its gradient so far
 
@@ -81,7 +80,6 @@ class Recorder:
         inputs = [self._variable(v) for v in node.inputs]
         op_id, _ = self._id(node, "f")
         out_id = self._variable(output, op_id)
-        self._outputs[op_id] = out_id
         saved = self._saved(node, output)
         self._nodes[op_id] = {
             "id": op_id, "type": "op", "name": node.name, "label": node.name,

@@ -1,5 +1,4 @@
 """The engine: backward orders, step-by-step backward, graph introspection, grad bookkeeping, custom ops."""
-import gc
 import os
 import subprocess
 import sys
