@@ -276,7 +276,7 @@ class Variable:
 
 
 def create_leaf(data, requires_grad: bool = False, *, name: str | None = None, dtype=None,
-                arena=None) -> Variable:
+                arena=None, copy: bool = True) -> Variable:
     """Wrap data as a leaf Variable: a parameter if requires_grad, else data.
 
     The data is copied (like torch.tensor), so the graph never shares memory with an array you
@@ -287,23 +287,23 @@ def create_leaf(data, requires_grad: bool = False, *, name: str | None = None, d
     goes there too), else on the allocator of the current scope (batch data inside
     `with graph.scope():`), else on the ordinary heap. Create parameters outside batch scopes, or
     pass arena=perm_arena: a leaf made inside a scope goes stale when the scope ends.
+
+    copy=False shares your numpy array instead (like torch.from_numpy): no copy, so a large batch
+    costs nothing to wrap, but the leaf stays on the heap even inside a scope, and while a graph
+    that saved it lives the array is read-only (writing it would change the gradients). The
+    array must already have the dtype asked for.
     """
     if isinstance(data, Variable):
         data = data.data
+    if not copy:
+        return _shared_leaf(data, bool(requires_grad), name, dtype, arena)
     try:
         array = np.asarray(data, dtype=dtype)
     except (TypeError, ValueError) as exc:
         raise DtypeError(f"create_leaf: cannot make a numeric array from {type(data).__name__} "
                          f"({exc}). Pass a number, a (nested) list of numbers or a numpy array."
                          ) from None
-    if array.dtype.kind not in "biuf":
-        raise DtypeError(f"create_leaf: data of dtype {array.dtype} ({type(data).__name__}) is not "
-                         f"numeric. Pass numbers (int, float, bool) or a numeric numpy array.")
-    if requires_grad and array.dtype.kind != "f":
-        raise DtypeError(
-            f"create_leaf(requires_grad=True): data of dtype {array.dtype} cannot have a gradient; "
-            f"gradients need floating point numbers. Fix: pass float data, e.g. "
-            f"create_leaf(data, requires_grad=True, dtype=np.float32).")
+    _check_leaf_dtype(array, type(data).__name__, requires_grad)
     allocator = arena if arena is not None else modes.allocator
     if allocator is None:
         leaf = Variable(array.copy(), bool(requires_grad), None, name)
@@ -312,6 +312,38 @@ def create_leaf(data, requires_grad: bool = False, *, name: str | None = None, d
     if modes.recorder is not None:
         modes.recorder.on_leaf(leaf)
     return leaf
+
+
+def _shared_leaf(data, requires_grad: bool, name, dtype, arena) -> Variable:
+    """create_leaf(copy=False): the leaf's data is the caller's own array."""
+    if arena is not None:
+        raise ValueError(f"create_leaf(copy=False, arena={arena.name!r}): arena= asks for a copy "
+                         f"on the arena and copy=False for no copy; choose one. Fix: drop arena= "
+                         f"to share your array, or drop copy=False to place a copy on the arena.")
+    if not isinstance(data, np.ndarray):
+        raise TypeError(f"create_leaf(copy=False): got {type(data).__name__}, but only a numpy "
+                        f"array can be shared without a copy. Fix: pass np.asarray(data) or "
+                        f"leave copy=True.")
+    if dtype is not None and np.dtype(dtype) != data.dtype:
+        raise DtypeError(f"create_leaf(copy=False, dtype={np.dtype(dtype)}): the array has dtype "
+                         f"{data.dtype}, and converting it would be a copy. Fix: convert it first "
+                         f"(data.astype({np.dtype(dtype).name})) or leave copy=True.")
+    _check_leaf_dtype(data, type(data).__name__, requires_grad)
+    leaf = Variable(data, requires_grad, None, name)
+    if modes.recorder is not None:
+        modes.recorder.on_leaf(leaf)
+    return leaf
+
+
+def _check_leaf_dtype(array: np.ndarray, given: str, requires_grad: bool) -> None:
+    if array.dtype.kind not in "biuf":
+        raise DtypeError(f"create_leaf: data of dtype {array.dtype} ({given}) is not "
+                         f"numeric. Pass numbers (int, float, bool) or a numeric numpy array.")
+    if requires_grad and array.dtype.kind != "f":
+        raise DtypeError(
+            f"create_leaf(requires_grad=True): data of dtype {array.dtype} cannot have a gradient; "
+            f"gradients need floating point numbers. Fix: pass float data, e.g. "
+            f"create_leaf(data, requires_grad=True, dtype=np.float32).")
 
 
 def _leaf_on(allocator, array: np.ndarray, requires_grad: bool, name) -> Variable:

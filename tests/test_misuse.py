@@ -302,3 +302,54 @@ def test_detect_anomaly_names_op_and_where_it_was_created():
     msg = message_of(excinfo)
     assert "pow" in msg
     assert re.search(rf"test_misuse\.py.{{0,12}}?(?<!\d){created_on}(?!\d)", msg), msg
+
+
+# --- 10. create_leaf(copy=False): sharing the caller's array ----------------------------------
+
+def test_create_leaf_copy_false_shares_the_array_and_guards_it_while_the_graph_lives():
+    batch = np.array([[1.0, 2.0], [3.0, 4.0]])
+    w = leaf([[0.5], [-1.0]], requires_grad=True)
+    x = mg.create_leaf(batch, copy=False)
+    assert x.data is batch                                   # no copy at all
+    y = (x @ w).sum()
+    with pytest.raises(ValueError):                          # d y / d w needs these numbers
+        batch[0, 0] = 100.0
+    y.backward()
+    np.testing.assert_array_equal(w.grad, [[4.0], [6.0]])
+    batch[0, 0] = 100.0                                      # consumed: the array is yours again
+    assert x.data[0, 0] == 100.0
+
+
+def test_create_leaf_copy_false_inside_a_scope_stays_on_the_heap():
+    graph = mg.Arena("graph-shared-input", 1 << 16)
+    batch = np.ones((4, 3), dtype=np.float32)
+    w = mg.create_leaf(np.ones((3, 2), dtype=np.float32), requires_grad=True)
+    with graph.scope():
+        x = mg.create_leaf(batch, copy=False, name="x")
+        (x @ w).sum().backward()
+        assert all(b.owner != "x" for b in graph.blocks)     # no "input" block: nothing copied
+    np.testing.assert_array_equal(x.data, batch)             # not stale after the pop
+    np.testing.assert_array_equal(w.grad, np.full((3, 2), 4.0, dtype=np.float32))
+
+
+@pytest.mark.parametrize("data, kwargs, error, words", [
+    ([1.0, 2.0], {}, TypeError, ["copy=False", "list", "np.asarray"]),
+    (np.ones(3, np.float64), {"dtype": np.float32}, errors.DtypeError,
+     ["copy=False", "float32", "float64", "astype"]),
+    (np.ones(3, np.int64), {"requires_grad": True}, errors.DtypeError,
+     ["requires_grad", "int64", "float"]),
+    (np.array(["a"]), {}, errors.DtypeError, ["create_leaf", "not numeric"]),
+], ids=["list", "dtype-change", "int-parameter", "strings"])
+def test_create_leaf_copy_false_refuses_what_would_need_a_copy(data, kwargs, error, words):
+    with pytest.raises(error) as excinfo:
+        mg.create_leaf(data, copy=False, **kwargs)
+    for word in words:
+        assert word in message_of(excinfo), (word, message_of(excinfo))
+
+
+def test_create_leaf_copy_false_with_an_arena_asks_to_choose():
+    perm = mg.Arena("perm-choose", 1 << 12)
+    with pytest.raises(ValueError) as excinfo:
+        mg.create_leaf(np.ones(3), copy=False, arena=perm)
+    text = message_of(excinfo)
+    assert "copy=False" in text and "'perm-choose'" in text and "Fix" in text
