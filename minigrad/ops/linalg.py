@@ -42,6 +42,7 @@ class Linear(Function):
     @staticmethod
     def forward(ctx, x, weight, bias=None):
         ctx.save_for_backward(x, weight)
+        ctx.bias_shape = None if bias is None else bias.shape
         y = np.matmul(x, weight, out=ctx.arena and ctx.buffer(x, weight, shape=matmul_shape))
         if bias is not None:
             y += bias   # y is a fresh array, so adding in place is safe and saves a copy
@@ -50,11 +51,21 @@ class Linear(Function):
     @staticmethod
     def backward(ctx, grad_output):
         x, weight = ctx.saved_tensors
-        need_x, need_w = ctx.needs_input_grad[:2]
-        grad_x, grad_w = matmul_backward(x, weight, grad_output, need_x, need_w, _grad_buffer(ctx))
-        if len(ctx.needs_input_grad) == 2:
+        need = ctx.needs_input_grad
+        grad_x, grad_w = matmul_backward(x, weight, grad_output, need[0], need[1], _grad_buffer(ctx))
+        if ctx.bias_shape is None:
             return grad_x, grad_w
-        return grad_x, grad_w, grad_output
+        return grad_x, grad_w, _bias_grad(ctx, grad_output) if need[2] else None
+
+
+def _bias_grad(ctx, grad_output):
+    """grad_output summed over the batch axes, written straight into b's gradient buffer when
+    b has the usual shape (m,); any other shape is left to accumulate_grad's sum_to_shape."""
+    if ctx.bias_shape != grad_output.shape[-1:]:
+        return grad_output
+    batch_axes = tuple(range(grad_output.ndim - 1))
+    out = ctx.grad_buffer(2, ctx.bias_shape, grad_output.dtype)
+    return np.add.reduce(grad_output, axis=batch_axes, out=out)
 
 
 def _grad_buffer(ctx):

@@ -62,14 +62,16 @@ class CrossEntropy(Function):
         log_probs = kernels.log_softmax(logits, 1)
         probs = np.exp(log_probs, out=ctx.arena and ctx.buffer(logits, floating=True, kind="saved"))
         ctx.save_for_backward(probs, targets)
-        return -log_probs[np.arange(n), targets].mean()
+        picked = log_probs[np.arange(n), targets]
+        return np.divide(np.add.reduce(picked), -n,   # -mean, in fewer calls
+                         out=ctx.arena and ctx.buffer(shape=(), dtype=picked.dtype))
 
     @staticmethod
     def backward(ctx, grad_output):
         probs, targets = ctx.saved_tensors
         n = probs.shape[0]
         scale = grad_output / n
-        grad = np.multiply(probs, scale, out=ctx.arena and ctx.buffer(probs, scale))
+        grad = np.multiply(probs, scale, out=ctx.arena and ctx.buffer(probs))   # scale is 0-d
         grad[np.arange(n), targets] -= scale
         return grad, None
 
@@ -106,8 +108,8 @@ def _check_targets(logits: np.ndarray, targets: np.ndarray) -> None:
     if targets.shape != (n,):
         raise ShapeError(f"cross_entropy: targets must have shape ({n},) to match logits "
                          f"{logits.shape}, got {targets.shape}. Fix: one class index per row.")
-    bad = (targets < 0) | (targets >= classes)
-    if bad.any():
+    if n and (targets.min() < 0 or targets.max() >= classes):
+        bad = (targets < 0) | (targets >= classes)
         raise TargetError(f"cross_entropy: target {targets[bad][0]} (row {np.flatnonzero(bad)[0]}) "
                           f"is outside [0, {classes}) for logits with {classes} classes. "
                           f"Fix: targets must be class indices 0..{classes - 1}.")
