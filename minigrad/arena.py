@@ -11,9 +11,6 @@ The current allocator is per thread, so two threads can train two models side by
 from __future__ import annotations
 
 import math
-from contextlib import contextmanager
-from typing import Iterator
-
 import numpy as np
 
 from .errors import MinigradError
@@ -94,8 +91,8 @@ class Arena:
         self.name = name
         self._chunks = [_aligned_bytes(int(capacity_bytes))]
         self._starts = [0]       # global offset of each chunk
-        self._chunk = 0          # the chunk the top is in
         self._top = 0            # global offset of the first free byte
+        self._set_chunk(0)       # the chunk the top is in, and where it ends
         self.high_water = 0
         self.blocks: list[Block] = []   # live blocks, in address order
 
@@ -117,15 +114,29 @@ class Arena:
             shape = tuple(shape)
         if not isinstance(dtype, np.dtype):
             dtype = np.dtype(dtype)
-        block = self.reserve(_nbytes(shape, dtype), kind, owner)
+        block = self.reserve(math.prod(shape) * dtype.itemsize, kind, owner)
         i = self._chunk
-        array = np.ndarray(shape, dtype, buffer=self._chunks[i],
-                           offset=block.offset - self._starts[i])
-        return array, block
+        return np.ndarray(shape, dtype, self._chunks[i], block.offset - self._starts[i]), block
 
     def reserve(self, nbytes: int, kind: str, owner: str | None = None) -> Block:
         """Bump the top by nbytes (aligned) and record the block; no array is made."""
         start = -(-self._top // ALIGNMENT) * ALIGNMENT
+        top = start + nbytes
+        if top > self._end:
+            start = self._grow(start, nbytes)
+            top = start + nbytes
+        block = Block(start, nbytes, kind, owner, self)
+        self.blocks.append(block)
+        self._top = top
+        if top > self.high_water:
+            self.high_water = top
+        if modes.recorder is not None:
+            modes.recorder.on_alloc(block)
+        return block
+
+    def _grow(self, start: int, nbytes: int) -> int:
+        """Move the top to the first chunk with room for nbytes (adding one if none has);
+        returns the new start offset."""
         i = self._chunk
         while start + nbytes > self._starts[i] + len(self._chunks[i]):
             i += 1
@@ -137,15 +148,12 @@ class Arena:
                 end = self._starts[-1] + len(self._chunks[-2])
                 self._starts.append(-(-end // ALIGNMENT) * ALIGNMENT)
             start = self._starts[i]
-        block = Block(start, nbytes, kind, owner, self)
-        self.blocks.append(block)
+        self._set_chunk(i)
+        return start
+
+    def _set_chunk(self, i: int) -> None:
         self._chunk = i
-        self._top = top = start + nbytes
-        if top > self.high_water:
-            self.high_water = top
-        if modes.recorder is not None:
-            modes.recorder.on_alloc(block)
-        return block
+        self._end = self._starts[i] + len(self._chunks[i])   # the first byte past chunk i
 
     def mark(self) -> int:
         """The current top, to return to with pop_to."""
@@ -156,27 +164,27 @@ class Arena:
         if not 0 <= mark <= self._top:
             raise ValueError(f"Arena {self.name!r}: pop_to({mark}) is above the top ({self._top}); "
                              f"marks must come from mark() and be popped innermost first.")
-        blocks, popped = self.blocks, []
-        while blocks and blocks[-1].offset >= mark:
-            block = blocks.pop()
+        blocks = self.blocks
+        cut = len(blocks)
+        while cut and blocks[cut - 1].offset >= mark:
+            cut -= 1
+        popped = blocks[cut:]
+        del blocks[cut:]
+        for block in popped:
             block.alive = False
-            popped.append(block)
+        popped.reverse()   # top first, the order they are taken back in
         self._top = mark
-        while self._chunk > 0 and self._starts[self._chunk] > mark:
-            self._chunk -= 1
+        i = self._chunk
+        while i > 0 and self._starts[i] > mark:
+            i -= 1
+        self._set_chunk(i)
         if modes.recorder is not None and popped:
             modes.recorder.on_pop(self, popped)
 
-    @contextmanager
-    def scope(self) -> Iterator["Arena"]:
-        """Make this the thread's current allocator; pop everything allocated inside on exit."""
-        mark = self.mark()
-        previous, modes.allocator = modes.allocator, self
-        try:
-            yield self
-        finally:
-            modes.allocator = previous
-            self.pop_to(mark)
+    def scope(self) -> "Scope":
+        """`with arena.scope():` makes this the thread's current allocator and pops everything
+        allocated inside on exit."""
+        return Scope(self)
 
     def free(self, block: Block) -> None:
         """An arena cannot free one block; only pop_to takes memory back."""
@@ -184,6 +192,29 @@ class Arena:
     def __repr__(self) -> str:
         return (f"Arena({self.name!r}, used={self.used}, high_water={self.high_water}, "
                 f"capacity={self.capacity}, blocks={len(self.blocks)})")
+
+
+class Scope:
+    """The context manager of Arena.scope() and Pool.scope(): mark on entry, pop on exit.
+
+    (A class rather than a @contextmanager generator: a training loop enters one per batch.)
+    """
+
+    __slots__ = ("allocator", "mark", "previous")
+
+    def __init__(self, allocator):
+        self.allocator = allocator
+
+    def __enter__(self):
+        allocator = self.allocator
+        self.mark = allocator.mark()
+        self.previous, modes.allocator = modes.allocator, allocator
+        return allocator
+
+    def __exit__(self, *exc) -> bool:
+        modes.allocator = self.previous
+        self.allocator.pop_to(self.mark)
+        return False
 
 
 class Pool:

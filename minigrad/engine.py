@@ -85,7 +85,8 @@ def accumulate_grad(variable, grad) -> bool:
         return False
     if grad.dtype is not data.dtype and grad.dtype != data.dtype:   # `is`: the cheap common case
         grad = grad.astype(data.dtype)
-    pool = None if node._block is None else _pool_of(node)
+    block = node._block
+    pool = block.allocator if block is not None and type(block.allocator) is Pool else None
     old = node.grad_output
     if old is None:
         node.grad_output = grad
@@ -98,12 +99,6 @@ def accumulate_grad(variable, grad) -> bool:
         pool.retain(node.grad_output)
         pool.release(old)
     return False
-
-
-def _pool_of(node):
-    """The Pool a node was recorded on (its memory is freed by use counts), or None."""
-    block = node._block
-    return block.allocator if block is not None and type(block.allocator) is Pool else None
 
 
 def topo_order(root) -> list:
@@ -186,7 +181,7 @@ def _scheduler(order, shuffle):
 
 def _run_pending(loss, stepping: bool, shuffle):
     root = _check_loss(loss)
-    seeded = _seed(loss, root)
+    seeded = _seed(loss, root, stepping)
     if stepping:
         yield seeded
     if root is None:
@@ -219,7 +214,7 @@ def _run_topo(loss, stepping: bool, shuffle):
     for node in order:
         if node.released:
             raise _consumed(node)
-    seeded = _seed(loss, root)
+    seeded = _seed(loss, root, stepping)
     if stepping:
         yield seeded
     if root is None:
@@ -291,7 +286,7 @@ def _apply(node, ready, reached, steps) -> None:
         elif count < 0 and _debug[0]:
             raise InvariantError(f"{fn.name}: pending_count went negative ({count}); it must "
                                  f"equal the consumer edges recorded in forward (h + h counts 2).")
-    pool = None if block is None else _pool_of(node)
+    pool = block.allocator if block is not None and type(block.allocator) is Pool else None
     if pool is not None:   # use counts: free what no node still needs (design E)
         pool.release(grad_output)
         for array in saved:
@@ -317,10 +312,12 @@ def _check_loss(loss):
     return root
 
 
-def _seed(loss, root) -> list:
-    """d loss / d loss = 1; returns the Steps of this first step."""
+def _seed(loss, root, stepping: bool) -> list | None:
+    """d loss / d loss = 1; returns the Steps of this first step (when stepping)."""
     seed = np.ones(loss._data.shape, loss._data.dtype)
     accumulate_grad(loss, seed)
+    if not stepping:
+        return None
     start = Step("start", root, loss, seed, None, True)
     return [start] if root is not None else [start, Step("done")]
 

@@ -85,9 +85,8 @@ class Function:
                 dtype = np.dtype(np.float64)
         if kind is None:
             kind = "activation" if self.grad_output is None else "grad"
-        array, block = allocator._alloc(shape, dtype, kind, self.name)
-        self._last_buffer = (array, block)
-        return array
+        self._last_buffer = last = allocator._alloc(shape, dtype, kind, self.name)
+        return last[0]
 
     def grad_buffer(self, i: int, shape: tuple, dtype):
         """Where backward writes the gradient for input i (an out= array, or None).
@@ -145,7 +144,11 @@ class Function:
             out = np.asarray(out)   # 0-d results come back as numpy scalars
         block = None
         if allocator is not None:
-            out, block = _place(node, out, variables, allocator)
+            last = node._last_buffer
+            if last is not None and last[0] is out:   # written in place through ctx.buffer
+                block = last[1]
+            else:
+                out, block = _place(node, out, variables, allocator)
         if not (requires_grad and modes.grad_enabled):
             return Variable(out, False, None, None, block)
         node.pending_count = 0
@@ -158,8 +161,11 @@ class Function:
         guarded = _writable_by_user(node.saved_tensors, variables) if node.saved_tensors else ()
         node._locked = _SavedLock(guarded) if guarded else None
         node._block = None
-        if allocator is not None:
-            node._block = _record_node(node, allocator)
+        if allocator is not None:   # the node's stand-in record (see Arena)
+            node._block = allocator.reserve(
+                32 + 8 * (len(variables) + len(node.saved_tensors)), "node", cls.name)
+            if type(allocator) is Pool:
+                _retain_saved(node, allocator)
         if modes.anomaly:
             node.created_at = _creation_site()
         output = Variable(out, True, node, None, block)
@@ -227,23 +233,24 @@ def _accumulate_node(variable: Variable) -> AccumulateGrad:
 
 def _result_shape(like: tuple) -> tuple:
     """numpy's broadcast shape of the operands, without its general machinery when shapes agree."""
-    shape = None
-    for a in like:
-        this = a.shape if isinstance(a, np.ndarray) else np.shape(a)
-        if shape is None:
-            shape = this
-        elif this != shape:
-            return np.broadcast_shapes(*[np.shape(a) for a in like])
-    return shape
+    first = like[0]
+    if type(first) is np.ndarray:
+        shape = first.shape
+        if len(like) == 1 or (len(like) == 2 and type(like[1]) is np.ndarray
+                              and like[1].shape == shape):
+            return shape
+    return np.broadcast_shapes(*[np.shape(a) for a in like])
 
 
 def _result_dtype(like: tuple) -> np.dtype:
     """numpy's result dtype of the operands (the common case: arrays of one dtype)."""
-    first = like[0].dtype if isinstance(like[0], np.ndarray) else None
-    for a in like:
-        if not isinstance(a, np.ndarray) or a.dtype != first:
-            return np.result_type(*like)
-    return first
+    first = like[0]
+    if type(first) is np.ndarray:
+        dtype = first.dtype
+        if len(like) == 1 or (len(like) == 2 and type(like[1]) is np.ndarray
+                              and like[1].dtype is dtype):
+            return dtype
+    return np.result_type(*like)
 
 
 def live_nodes() -> int:
@@ -259,10 +266,7 @@ def live_nodes() -> int:
 
 
 def _place(node, out: np.ndarray, inputs: tuple, allocator):
-    """Find (or make) the block that holds an op's output on the current allocator."""
-    last = node._last_buffer
-    if last is not None and last[0] is out:
-        return out, last[1]                          # written in place through ctx.buffer
+    """Find (or make) the block of an op's output that was not written through ctx.buffer."""
     for v in inputs:                                 # a view of an input (reshape, slicing)
         if v._block is not None and out.base is not None and out.base is v._data.base \
                 and np.may_share_memory(out, v._data):
@@ -274,14 +278,10 @@ def _place(node, out: np.ndarray, inputs: tuple, allocator):
     return placed, block
 
 
-def _record_node(node, allocator):
-    """Reserve the node's stand-in record (see Arena) and, on a pool, retain what it saved."""
-    block = allocator.reserve(32 + 8 * (len(node.inputs) + len(node.saved_tensors)), "node",
-                              node.name)
-    if isinstance(allocator, Pool):
-        for array in node.saved_tensors:
-            allocator.retain(array)
-    return block
+def _retain_saved(node, pool) -> None:
+    """On a pool, each saved array counts one more use, until this node's backward has run."""
+    for array in node.saved_tensors:
+        pool.retain(array)
 
 
 def _as_variables(inputs: tuple, op_name: str) -> tuple:
@@ -359,7 +359,7 @@ class _SavedLock:
                 writeable = array.flags.writeable
                 _locks[id(array)] = [array, 1, writeable]
                 if writeable:
-                    array.flags.writeable = False
+                    array.setflags(write=False)   # (setflags: cheaper than .flags.writeable =)
             else:
                 entry[1] += 1
 
@@ -369,13 +369,16 @@ class _SavedLock:
             return
         for array in arrays:
             entry = _locks[id(array)]
-            entry[1] -= 1
-            if entry[1] == 0:
+            if entry[1] == 1:
                 del _locks[id(array)]
                 if entry[2]:
-                    array.flags.writeable = True
+                    array.setflags(write=True)
+            else:
+                entry[1] -= 1
 
-    __del__ = release
+    def __del__(self) -> None:   # a graph dropped without backward
+        if self.arrays:
+            self.release()
 
 
 def _creation_site() -> str:

@@ -80,6 +80,10 @@ def matmul_shape(a: np.ndarray, b: np.ndarray) -> tuple:
     return shape
 
 
+def _result_type(a: np.ndarray, b: np.ndarray) -> np.dtype:
+    return a.dtype if a.dtype is b.dtype else np.result_type(a, b)   # `is`: one dtype, no lookup
+
+
 def _no_buffer(i, shape, dtype):
     return None
 
@@ -94,8 +98,8 @@ def matmul_backward(a: np.ndarray, b: np.ndarray, grad_output: np.ndarray, need_
     """
     g = grad_output
     if a.ndim == 2 and b.ndim == 2:   # the common case (layers), written straight into buffers
-        grad_a = np.matmul(g, b.T, out=buffer(0, a.shape, np.result_type(g, b))) if need_a else None
-        grad_b = np.matmul(a.T, g, out=buffer(1, b.shape, np.result_type(a, g))) if need_b else None
+        grad_a = np.matmul(g, b.T, out=buffer(0, a.shape, _result_type(g, b))) if need_a else None
+        grad_b = np.matmul(a.T, g, out=buffer(1, b.shape, _result_type(a, g))) if need_b else None
         return grad_a, grad_b
     a2 = a[None, :] if a.ndim == 1 else a            # (n,) acts as a row (1, n)
     b2 = b[:, None] if b.ndim == 1 else b            # (n,) acts as a column (n, 1)

@@ -58,14 +58,15 @@ class Optimizer:
 
     def step(self) -> None:
         """Update every parameter that has a gradient, in place."""
-        todo = [(i, p) for i, p in enumerate(self.params) if p.grad is not None]
+        todo = [(i, p) for i, p in enumerate(self.params) if p._grad is not None]
         # Check all before changing any, so a refused step leaves parameters and state as they were.
         for _, p in todo:
-            if not p.data.flags.writeable:
+            p._check_alive()   # a parameter made inside a batch scope is stale by now
+            if not p._data.flags.writeable:
                 raise _locked_error(self, p)
         for i, p in todo:
             try:
-                self._update(i, p.data, p.grad)
+                self._update(i, p._data, p._grad)
             except ValueError as exc:
                 if "read-only" in str(exc):
                     raise _locked_error(self, p) from None
