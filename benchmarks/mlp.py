@@ -4,10 +4,14 @@ Measured side by side in one run, one BLAS thread each:
   floor           the same network written by hand in numpy (forward, backward, update)
   minigrad_heap   minigrad with no arena (ordinary numpy arrays)
   minigrad_arena  parameters on a permanent arena, each step inside `with graph.scope():`
+  minigrad_arena_copied  the same, with the batch copied onto the graph arena
+                  (create_leaf(x) instead of create_leaf(x, copy=False))
   torch           the same step in torch, in a separate process (torch's and OpenBLAS's
                   thread pools fight when they share one), when torch is installed
-Inputs are random (the shapes are what matters here). Medians over repeats, in milliseconds;
-ratios are against the floor of this run.
+The floor and torch read the batch where it is (torch through torch.from_numpy), so heap and
+arena do too: create_leaf(x, copy=False). The copied variant shows what placing the batch on
+the arena costs (one 400 KB copy per step). Inputs are random (the shapes are what matters
+here). Medians over repeats, in milliseconds; ratios are against the floor of this run.
 
     python benchmarks/mlp.py [--steps 200]
 """
@@ -70,7 +74,7 @@ def numpy_step(params, x, y) -> float:
     return float(loss)
 
 
-def minigrad_runner(use_arena: bool):
+def minigrad_runner(use_arena: bool, copy_input: bool = False):
     perm = mg.Arena("perm", 4 << 20) if use_arena else None
     graph = mg.Arena("graph", 4 << 20) if use_arena else None
     model = mg.nn.MLP(SIZES, seed=0, arena=perm)
@@ -78,7 +82,7 @@ def minigrad_runner(use_arena: bool):
 
     def step(x, y) -> float:
         with graph.scope() if use_arena else _nothing():
-            inputs = mg.create_leaf(x, name="x")
+            inputs = mg.create_leaf(x, name="x", copy=copy_input)
             loss = mg.cross_entropy(model(inputs), y)
             opt.zero_grad()
             loss.backward()
@@ -112,7 +116,7 @@ import numpy as np, torch
 torch.set_num_threads(1)
 steps = int(sys.argv[1])
 rng = np.random.default_rng(0)
-x = torch.from_numpy(rng.standard_normal((128, 784)).astype(np.float32))
+x = torch.from_numpy(rng.standard_normal((128, 784)).astype(np.float32))   # shared, no copy
 y = torch.from_numpy(rng.integers(0, 10, 128))
 model = torch.nn.Sequential(torch.nn.Linear(784, 256), torch.nn.ReLU(), torch.nn.Linear(256, 128),
                             torch.nn.ReLU(), torch.nn.Linear(128, 10))
@@ -151,17 +155,20 @@ def main() -> None:
     mg.set_debug(False)
     x, y = make_data()
     params = numpy_params()
-    heap, arena = minigrad_runner(False), minigrad_runner(True)
-    # Interleave the three so that a slow patch of the machine hits them alike.
-    floor_t, heap_t, arena_t = [], [], []
+    runs = {"floor": lambda a, b: numpy_step(params, a, b), "heap": minigrad_runner(False),
+            "arena": minigrad_runner(True), "arena_copied": minigrad_runner(True, True)}
+    # Interleave the runs so that a slow patch of the machine hits them alike.
+    times = {name: [] for name in runs}
     for _ in range(5):
-        floor_t.append(median_ms(lambda a, b: numpy_step(params, a, b), x, y, args.steps // 5))
-        heap_t.append(median_ms(heap, x, y, args.steps // 5))
-        arena_t.append(median_ms(arena, x, y, args.steps // 5))
-    floor, ours_heap, ours_arena = (statistics.median(t) for t in (floor_t, heap_t, arena_t))
-    line = (f"mlp step ms: floor={floor:.3f} minigrad_heap={ours_heap:.3f} "
-            f"minigrad_arena={ours_arena:.3f} ratio_heap={ours_heap / floor:.3f} "
-            f"ratio_arena={ours_arena / floor:.3f}")
+        for name, step in runs.items():
+            times[name].append(median_ms(step, x, y, args.steps // 5))
+    ms = {name: statistics.median(t) for name, t in times.items()}
+    floor = ms["floor"]
+    line = (f"mlp step ms: floor={floor:.3f} minigrad_heap={ms['heap']:.3f} "
+            f"minigrad_arena={ms['arena']:.3f} ratio_heap={ms['heap'] / floor:.3f} "
+            f"ratio_arena={ms['arena'] / floor:.3f} "
+            f"minigrad_arena_copied={ms['arena_copied']:.3f} "
+            f"ratio_arena_copied={ms['arena_copied'] / floor:.3f}")
     theirs = torch_ms(args.steps)
     line += (f" torch={theirs:.3f} ratio_torch={theirs / floor:.3f}" if theirs is not None
              else " torch=n/a")
