@@ -51,7 +51,9 @@ _step = functools.partial(tuple.__new__, Step)   # Step(...) without NamedTuple'
 
 def preview(array) -> np.ndarray:
     """A small copy of an array's first values in C order (cheap even for big arrays)."""
-    return np.asarray(array).flat[:PREVIEW]
+    if type(array) is not np.ndarray:
+        array = np.asarray(array)
+    return array.flat[:PREVIEW]
 
 
 def accumulate_grad(variable, grad) -> bool:
@@ -153,9 +155,34 @@ def backward_steps(loss, order: str = "pending", *, shuffle=None) -> Iterator[St
 def backward_groups(loss, order: str = "pending", *, shuffle=None) -> Iterator[list]:
     """backward() one engine step at a time: each item is the list of Steps of one step (the
     seed, one node's apply with all it caused, or done)."""
+    return (expand(group) for group in compact_groups(loss, order, shuffle=shuffle))
+
+
+def compact_groups(loss, order: str = "pending", *, shuffle=None) -> Iterator[list]:
+    """backward_groups() as the schedulers make them (see expand), written to the trace when a
+    recorder is on: what the trace and the stepper widget read."""
     groups = _scheduler(order, shuffle)(loss, True, shuffle)
     recorder = modes.recorder
     return groups if recorder is None else _recorded(groups, recorder)
+
+
+def expand(group: list) -> list:
+    """The Steps of a compact group. To keep stepping cheap, the schedulers write plain tuples
+    laid out like Step, and fold what an accumulate into a node's output does to that node into
+    the accumulate itself (its pending_count); here that becomes the accumulate, a "pending"
+    Step with the node's count, and a "ready" Step when the count reached 0."""
+    steps = []
+    for step in group:
+        kind, node, variable, grad, count, first_write, total = step
+        if kind != "accumulate" or count is None:
+            steps.append(_step(step))
+            continue
+        fn = variable.grad_fn
+        steps.append(_step(("accumulate", node, variable, grad, None, first_write, total)))
+        steps.append(_step(("pending", fn, variable, None, count, None, None)))
+        if count == 0:
+            steps.append(_step(("ready", fn, variable, None, 0, None, None)))
+    return steps
 
 
 def _recorded(groups, recorder):
@@ -252,8 +279,8 @@ def _apply(node, ready, reached, steps) -> None:
                             f"{len(inputs)} inputs; return one per input (None where not needed).")
     if modes.anomaly:
         _check_finite(node, grads)
-    if steps is not None:
-        steps.append(_step(("apply", node, None, grad_output, None, None, None)))
+    if steps is not None:   # (plain tuples laid out like Step: see expand)
+        steps.append(("apply", node, None, grad_output, None, None, None))
     saved = node.saved_tensors
     node.release()
     for parent, grad in zip(inputs, grads):
@@ -267,25 +294,22 @@ def _apply(node, ready, reached, steps) -> None:
         if fn is not None and fn.released:   # a gradient must never land where no one reads it
             raise _consumed(fn)
         first = accumulate_grad(parent, grad)
-        if steps is not None:
+        count = None
+        if fn is not None:
+            if first and reached is not None:
+                reached.append(fn)
+            count = fn.pending_count = fn.pending_count - 1
+            if count == 0:
+                ready.append(fn)
+            elif count < 0 and _debug[0]:
+                raise InvariantError(f"{fn.name}: pending_count went negative ({count}); it must "
+                                     f"equal the consumer edges recorded in forward (h + h "
+                                     f"counts 2).")
+        if steps is not None:   # one compact Step for the write and the count it left (expand)
             total = parent._grad if fn is None else fn.grad_output
             if inputs.count(parent) > 1:   # x + x: the next write lands before anyone reads
                 total = preview(total)
-            steps.append(_step(("accumulate", node, parent, grad, None, first, total)))
-        if fn is None:
-            continue
-        if first and reached is not None:
-            reached.append(fn)
-        count = fn.pending_count = fn.pending_count - 1
-        if steps is not None:
-            steps.append(_step(("pending", fn, parent, None, count, None, None)))
-        if count == 0:
-            ready.append(fn)
-            if steps is not None:
-                steps.append(_step(("ready", fn, parent, None, 0, None, None)))
-        elif count < 0 and _debug[0]:
-            raise InvariantError(f"{fn.name}: pending_count went negative ({count}); it must "
-                                 f"equal the consumer edges recorded in forward (h + h counts 2).")
+            steps.append(("accumulate", node, parent, grad, count, first, total))
     pool = block.allocator if block is not None and type(block.allocator) is Pool else None
     if pool is not None:   # use counts: free what no node still needs (design E)
         pool.release(grad_output)

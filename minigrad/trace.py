@@ -21,7 +21,7 @@ from typing import Iterator
 import numpy as np
 
 from .arena import Pool
-from .engine import Step, preview, topo_order
+from .engine import Step, expand, preview, topo_order
 from .modes import modes
 from .variable import Variable
 
@@ -56,6 +56,9 @@ class Recorder:
         self._count = 0                      # events so far, counting raw groups expanded
         self._slot_seen: dict = {}
         self._last_total: dict = {}          # variable id -> preview of its gradient so far
+        self._incomplete = False             # an op was recorded whose input's op was not
+        self._lazy_from = 0                  # raw groups from here on may hold whole arrays
+        self._lazy_on_allocator = False      # ... and some of those may be arena or pool memory
 
     # -- ids ----------------------------------------------------------------------------------
     def _id(self, obj, prefix: str) -> tuple[str, bool]:
@@ -77,6 +80,9 @@ class Recorder:
 
     def on_op(self, node, output: Variable) -> None:
         self._phase = "forward"
+        for v in node.inputs:
+            if v.grad_fn is not None and self.known(v.grad_fn) is None:
+                self._incomplete = True   # made before recording began: read at backward
         inputs = [self._variable(v) for v in node.inputs]
         op_id, _ = self._id(node, "f")
         out_id = self._variable(output, op_id)
@@ -119,6 +125,7 @@ class Recorder:
         self._write_or_hold(event)
 
     def on_free(self, block) -> None:
+        self.keep_values()
         entry = self._block(block)
         event = {"type": "free", "block": entry["id"], "arena": entry["arena"],
                  "used": int(block.allocator.used), "high_water": int(block.allocator.high_water),
@@ -126,6 +133,7 @@ class Recorder:
         self._write_or_hold(event)
 
     def on_pop(self, allocator, blocks: list) -> None:
+        self.keep_values()
         self._phase = "release"
         ids = [self._block(b)["id"] for b in blocks]
         freed = sum(b.nbytes for b in blocks)
@@ -137,18 +145,35 @@ class Recorder:
 
     def on_steps(self, group: list) -> None:
         """Note one engine step (a list of Steps: the seed, one node's apply with all it caused,
-        or done). Kept raw, with a copy of the values that may change later, and turned into
-        event dicts only when the trace is read: recording backward stays cheap."""
-        kind = group[0].kind
+        or done; compact or expanded, see engine.expand). Kept raw, with a copy of the values
+        that may change later, and turned into event dicts only when the trace is read:
+        recording backward stays cheap."""
+        kind = group[0][0]   # compact groups hold plain tuples laid out like Step
         if kind == "apply":
             self._close_frame()
             held, self._held = self._held, []
-            # Previews now: arena memory is reused after its scope, leaf grads grow in place.
-            # (The apply event's grad_output is the last total written into its output: no copy.)
-            totals = [preview(step.total) for step in group if step.kind == "accumulate"]
+            # A leaf's gradient grows in place, so its total is copied (a preview) now. A node's
+            # grad_output is never written again once made (a later sum makes a new array), so
+            # it is kept as is and previewed later: before the memory under it can be reused
+            # (an arena pop, a pool free, the end of record()) or when the trace is read.
+            # (The apply event's grad_output is the last total written into its output.)
+            totals, count = [], len(group) + len(held)
+            if group[0][1].arena is not None:   # its grads may live on an arena or a pool
+                self._lazy_on_allocator = True
+            for step in group:   # (kind, node, variable, grad, pending_count, first, total)
+                if step[0] == "accumulate":
+                    if step[4] is None:              # into a leaf (or already expanded)
+                        totals.append(preview(step[6]))
+                    else:                            # compact: pending (and ready) follow
+                        totals.append(step[6])
+                        count += 2 if step[4] == 0 else 1
             self._events.append(("group", self._phase, group, None, held, totals))
-            self._count += len(group) + len(held)
+            self._count += count
         elif kind == "start":
+            loss = group[0].variable
+            if loss.grad_fn is not None and (self._incomplete or self.known(loss.grad_fn) is None):
+                self.add_graph(loss)   # (some of) its forward ran before recording: read it now
+                self._incomplete = False
             self._close_frame()
             self._phase = "backward"
             self._variable(group[0].variable)
@@ -170,9 +195,22 @@ class Recorder:
                                         "second backward needs a new forward.")
             self._close_frame()
 
+    def keep_values(self) -> None:
+        """Copy the previews of gradients still held as whole arrays (see on_steps): called
+        before their memory can be reused. (Heap arrays are never reused while referenced.)"""
+        if not self._lazy_on_allocator:
+            return
+        events = self._events
+        for i in range(self._lazy_from, len(events)):
+            entry = events[i]
+            if type(entry) is tuple:
+                entry[5][:] = [preview(total) for total in entry[5]]
+        self._lazy_from = len(events)
+
     def _expand(self, entry) -> list:
         """The event dicts of one raw group entry (see on_steps)."""
         _, phase, group, first_values, held, totals = entry
+        group = expand(group)
         if group[0].kind == "apply":
             output = self._nodes[self.known(group[0].node)]["output"]
             first_values = self._last_total.get(output)
@@ -226,7 +264,7 @@ class Recorder:
         Ops come in the order they were created. Arena blocks get reconstructed "alloc" events
         (marked so): an arena allocates in address order, so its `used` after a block is the
         block's end. Pending counts are the nodes' real counts now, which include consumers
-        outside this graph.
+        outside this graph. Nodes this recorder already knows (recorded as they ran) are kept.
         """
         root = variable.grad_fn
         if root is None:
@@ -242,6 +280,8 @@ class Recorder:
                 if v.grad_fn is not None:
                     outputs[v.grad_fn] = v
         for node in sorted(outputs, key=lambda n: n.seq):
+            if self.known(node) is not None:   # recorded as it ran
+                continue
             for v in node.inputs:
                 if v.grad_fn is None and self.known(v) is None:
                     self._leaf_with_block(v)
@@ -287,6 +327,7 @@ class Recorder:
             for event in self._events:
                 expanded.extend(self._expand(event) if type(event) is tuple else [event])
             self._events = expanded
+            self._lazy_from = len(expanded)
         frames = list(self._frames)
         if self._events and (not frames or frames[-1] != len(self._events) - 1):
             frames.append(len(self._events) - 1)   # (the last step may still be open)
@@ -306,6 +347,8 @@ class Recorder:
     # -- helpers ------------------------------------------------------------------------------
     def _variable(self, v: Variable, op_id: str | None = None) -> str:
         var_id, new = self._id(v, "v")
+        if not new and op_id is not None and self._nodes[var_id]["op"] is None:
+            self._nodes[var_id]["op"] = op_id   # met as an input before its op was read
         if new:
             role = ("param" if v.requires_grad else "data") if v.grad_fn is None else "intermediate"
             self._nodes[var_id] = {
@@ -437,11 +480,13 @@ def _ctx_summary(node) -> dict:
 @contextmanager
 def record(title: str | None = None) -> Iterator[Recorder]:
     """Record everything minigrad does on this thread inside the block into `rec.trace`."""
-    previous, modes.recorder = modes.recorder, Recorder(title)
+    recorder = Recorder(title)
+    previous, modes.recorder = modes.recorder, recorder
     try:
-        yield modes.recorder
+        yield recorder
     finally:
         modes.recorder = previous
+        recorder.keep_values()   # an arena scope around this block may pop after it
 
 
 def trace_of(variable: Variable, title: str | None = None) -> dict:

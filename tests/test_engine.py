@@ -451,3 +451,25 @@ def test_repr_shows_name_or_op_and_shape():
     y = w * 2.0
     assert "mul" in repr(y)
     assert "(2, 3)" in repr(y)
+
+
+@pytest.mark.parametrize("order", ORDERS)
+def test_each_write_into_a_node_is_followed_by_its_pending_count_then_ready(order):
+    loss, _ = small_mlp()
+    for group in mg.backward_groups(loss, order=order):
+        assert all(type(s) is mg.Step for s in group)
+        for i, s in enumerate(group):
+            if s.kind != "accumulate":
+                continue
+            assert s.pending_count is None
+            if s.variable.grad_fn is None:       # a leaf: nothing counts down
+                assert i + 1 == len(group) or group[i + 1].kind == "accumulate"
+                continue
+            pending = group[i + 1]
+            assert (pending.kind, pending.node, pending.variable) == \
+                ("pending", s.variable.grad_fn, s.variable)
+            after = group[i + 2] if i + 2 < len(group) else None
+            if pending.pending_count == 0:
+                assert (after.kind, after.node, after.pending_count) == ("ready", pending.node, 0)
+            else:
+                assert after is None or after.kind == "accumulate"

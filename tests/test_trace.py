@@ -187,3 +187,104 @@ def test_step_total_is_the_gradient_summed_so_far():
                                          / "fixtures").glob("*.json")), ids=lambda p: p.name)
 def test_the_browser_tests_fixtures_are_valid_traces(path):
     valid(json.loads(path.read_text()))
+
+
+# --- gradient values in the trace are those of the moment, wherever their memory went ---------
+
+def _diamond_loss(X, W1, W2):
+    """A graph whose nodes receive sums (h feeds two ops) and whose leaves receive several."""
+    h = (mg.create_leaf(X, name="x") @ W1).tanh()
+    return ((h * h + h) @ W2 + W1.sum()).sum()
+
+
+def _reference_values():
+    """Each accumulate's total and each apply's grad_output, read at the step (heap, no trace)."""
+    X, W1, W2 = _diamond_leaves()
+    totals, applied = [], []
+    for step in mg.backward_steps(_diamond_loss(X, W1, W2)):
+        if step.kind == "accumulate":
+            totals.append(mg.trace.values(step.total))
+        elif step.kind == "apply":
+            applied.append(mg.trace.values(step.grad))
+    return totals, applied
+
+
+def _diamond_leaves():
+    rng = np.random.default_rng(3)
+    X = rng.standard_normal((4, 3))
+    W1 = mg.create_leaf(rng.standard_normal((3, 5)), requires_grad=True, name="W1")
+    W2 = mg.create_leaf(rng.standard_normal((5, 2)), requires_grad=True, name="W2")
+    return X, W1, W2
+
+
+def _overwrite(allocator):
+    """Another batch on the same allocator: reuses the memory the recorded gradients were in."""
+    X, W1, W2 = _diamond_leaves()
+    with allocator.scope():
+        _diamond_loss(X * 100, W1, W2).backward()
+
+
+@pytest.mark.parametrize("make", [mg.Arena, mg.Pool], ids=["arena", "pool"])
+@pytest.mark.parametrize("nesting", ["record-outside", "record-inside"])
+def test_trace_values_survive_the_memory_being_reused(make, nesting):
+    totals, applied = _reference_values()
+    allocator = make("graph-values", 1 << 16) if make is mg.Arena else make("graph-values")
+    X, W1, W2 = _diamond_leaves()
+    if nesting == "record-outside":
+        with mg.record() as rec:
+            with allocator.scope():
+                _diamond_loss(X, W1, W2).backward()
+    else:   # the scope pops after record() has ended: the recorder hears nothing of it
+        with allocator.scope():
+            with mg.record() as rec:
+                _diamond_loss(X, W1, W2).backward()
+    _overwrite(allocator)
+    doc = valid(rec.trace)
+    assert [e["grad"] for e in by_type(doc, "accumulate")] == totals
+    assert [e["grad"] for e in by_type(doc, "apply")] == applied
+
+
+def test_trace_values_on_the_heap_are_those_of_the_moment():
+    totals, applied = _reference_values()
+    X, W1, W2 = _diamond_leaves()
+    with mg.record() as rec:
+        _diamond_loss(X, W1, W2).backward()
+    doc = valid(rec.trace)
+    assert [e["grad"] for e in by_type(doc, "accumulate")] == totals
+    assert [e["grad"] for e in by_type(doc, "apply")] == applied
+    # W1 is summed into several times: its totals grow, they are not all the final .grad
+    w1 = next(n["id"] for n in doc["nodes"] if n.get("name") == "W1")
+    w1_totals = [e["grad"] for e in by_type(doc, "accumulate") if e["variable"] == w1]
+    assert len(w1_totals) == 2 and w1_totals[0] != w1_totals[1]
+
+
+def test_recording_only_backward_reads_the_graph_built_before():
+    X, W1, W2 = _diamond_leaves()
+    loss = _diamond_loss(X, W1, W2)               # forward not recorded
+    with mg.record() as rec:
+        loss.backward()
+    doc = valid(rec.trace)
+    ops = {n["id"] for n in doc["nodes"] if n["type"] == "op"}
+    applies = [e["node"] for e in by_type(doc, "apply")]
+    assert len(applies) == len(ops) and set(applies) == ops   # every node drawn, each run once
+    totals, applied = _reference_values()
+    assert [e["grad"] for e in by_type(doc, "accumulate")] == totals
+    assert [e["grad"] for e in by_type(doc, "apply")] == applied
+
+
+def test_recording_half_of_a_forward_adds_the_rest_once():
+    X, W1, W2 = _diamond_leaves()
+    h = (mg.create_leaf(X, name="x") @ W1).tanh()  # before recording
+    with mg.record() as rec:
+        loss = ((h * h + h) @ W2 + W1.sum()).sum()
+        loss.backward()
+    doc = valid(rec.trace)
+    ops = [n for n in doc["nodes"] if n["type"] == "op"]
+    assert sorted(n["name"] for n in ops) == sorted(
+        ["matmul", "tanh", "mul", "add", "matmul", "sum", "add", "sum"])
+    assert len(by_type(doc, "op")) == len(ops)                 # one "op" event per node
+    edges = [(e["kind"], e["source"], e["target"], e["slot"]) for e in doc["edges"]]
+    assert len(edges) == len(set(edges))                       # no edge written twice
+    made = [n for n in doc["nodes"] if n["type"] == "variable" and n["role"] != "param"
+            and n["role"] != "data"]
+    assert made and all(n["op"] in {o["id"] for o in ops} for n in made)

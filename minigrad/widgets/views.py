@@ -5,7 +5,7 @@ from __future__ import annotations
 import traitlets
 
 from ..arena import Arena, Pool
-from ..engine import backward_groups
+from ..engine import compact_groups
 from ..modes import modes
 from ..trace import Recorder
 from ..variable import Variable
@@ -49,7 +49,7 @@ class BackwardStepper(TraceWidget):
                  show_values: bool = False, title: str | None = None,
                  max_nodes: int = MAX_NODES) -> None:
         self._recorder = Recorder(title).add_graph(loss)
-        self._groups = backward_groups(loss, order=order)
+        self._groups = compact_groups(loss, order=order)
         trace = self._recorder.trace
         self._sent_events, self._sent_frames = len(trace["events"]), len(trace["frames"])
         super().__init__(trace, **_drawing(trace, show_saved, max_nodes), show_saved=show_saved,
@@ -97,7 +97,7 @@ class BackwardStepper(TraceWidget):
             self.live = False
             return False
         self._recorder.on_steps(group)
-        if group[-1].kind == "done":
+        if group[-1][0] == "done":   # (compact groups hold plain tuples laid out like Step)
             self.live = False
         return True
 
