@@ -73,6 +73,23 @@ def test_stepper_answers_the_browser_messages():
     assert not stepper.live and stepper.trace == stepper.current_trace
 
 
+def test_a_move_the_page_held_back_until_after_the_answer_is_undone():
+    # The page buffers state updates while the kernel is busy, so "went back to frame k" can
+    # arrive after the "finish" the user clicked next. It must not pull the stepper back.
+    _, loss = mlp_loss()
+    stepper = BackwardStepper(loss)
+    start = stepper.frame
+    stepper.set_state({"frame": start + 1, "frame_seq": 1})          # arrives in time
+    assert stepper.frame == start + 1
+    stepper._on_message(stepper, {"kind": "finish", "seq": 2}, [])   # sent after move 2 ...
+    end = len(stepper.current_trace["frames"]) - 1
+    assert stepper.frame == end and not stepper.live
+    stepper.set_state({"frame": start, "frame_seq": 2})              # ... which arrives late
+    assert stepper.frame == end
+    stepper.set_state({"frame": start, "frame_seq": 3})              # a new move is obeyed
+    assert stepper.frame == start
+
+
 def test_stepper_records_arena_allocations_of_backward():
     graph = mg.Arena("graph", 1 << 16)
     model = mg.nn.MLP([64, 16, 10], seed=0)

@@ -44,6 +44,10 @@ class BackwardStepper(TraceWidget):
     _bundle_name = "stepper.js"
     frame = traitlets.Int(0).tag(sync=True)
     live = traitlets.Bool(True).tag(sync=True)
+    # How many times the view has moved `frame`; its "advance" and "finish" requests carry it.
+    # The page holds back state updates while the kernel is busy, so a move made before a
+    # request can arrive after the kernel has answered it: such a stale move is undone.
+    frame_seq = traitlets.Int(0).tag(sync=True)
 
     def __init__(self, loss: Variable, order: str = "pending", *, show_saved: bool = True,
                  show_values: bool = False, title: str | None = None,
@@ -55,6 +59,8 @@ class BackwardStepper(TraceWidget):
         super().__init__(trace, **_drawing(trace, show_saved, max_nodes), show_saved=show_saved,
                          show_values=show_values, order=order, title=title or "")
         self.frame = trace["initial_frame"]
+        self._answered_seq = -1     # frame_seq of the last request the kernel answered
+        self._published = None      # the frame the kernel last moved to after a request
         self.on_msg(self._on_message)
 
     @classmethod
@@ -66,6 +72,7 @@ class BackwardStepper(TraceWidget):
         TraceWidget.__init__(stepper, trace, **_drawing(trace, show_saved, max_nodes),
                              show_saved=show_saved, title=trace.get("title") or "")
         stepper.frame, stepper.live = trace["initial_frame"], False
+        stepper._answered_seq, stepper._published = -1, None
         return stepper
 
     def step(self, steps: int = 1) -> None:
@@ -118,9 +125,18 @@ class BackwardStepper(TraceWidget):
         with self.hold_sync():
             if not self.live:
                 self.trace = trace
-            self.frame = len(frames) - 1
+            self._published = self.frame = len(frames) - 1
+
+    @traitlets.observe("frame_seq")
+    def _stale_move(self, change) -> None:
+        # (frame and frame_seq arrive in one update; observers run after both are set)
+        if change["new"] <= self._answered_seq and self._published is not None \
+                and self.frame != self._published:
+            self.frame = self._published
 
     def _on_message(self, _widget, content, _buffers) -> None:
+        if content.get("kind") in ("advance", "finish"):
+            self._answered_seq = max(self._answered_seq, int(content.get("seq", -1)))
         if content.get("kind") == "advance":
             self.step(int(content.get("steps", 1)))
         elif content.get("kind") == "finish":

@@ -285,7 +285,8 @@ class Stepper {
     if (this.awaiting) return;
     this.awaiting = kind;
     setText(this.status, kind === "finish" ? "running the rest in the kernel…" : "running one step in the kernel…");
-    this.model.send(kind === "finish" ? { kind: "finish" } : { kind: "advance", steps: 1 });
+    const seq = this.model.get("frame_seq") || 0;
+    this.model.send(kind === "finish" ? { kind: "finish", seq } : { kind: "advance", steps: 1, seq });
     clearTimeout(this.awaitTimer);
     this.awaitTimer = setTimeout(() => {
       this.awaiting = null;
@@ -370,6 +371,9 @@ class Stepper {
     this.el.dataset.lastStepMs = (now() - t).toFixed(2);
     this.el.dataset.frame = String(frame);
     if (echo && this.model.get("frame") !== frame) {
+      // frame_seq counts the moves; requests to the kernel carry it (see ask), so the kernel
+      // can tell a move held back until after its answer from a new one.
+      this.model.set("frame_seq", (this.model.get("frame_seq") || 0) + 1);
       this.model.set("frame", frame);
       this.model.save_changes();
     }
