@@ -35,6 +35,8 @@ from browser_harness import (  # noqa: E402
 
 # (label, seconds) pairs, shown at the end of the run (print() in tests is captured).
 TIMINGS: list[tuple[str, float]] = []
+# The figures the widget tests measure (payload, first paint, step times), shown at the end too.
+FIGURES: list[str] = []
 
 
 @pytest.fixture(scope="session")
@@ -120,6 +122,16 @@ def record_timing():
     return record
 
 
+@pytest.fixture
+def report_figure():
+    """Print a measured figure and repeat it in the run's summary."""
+    def report(text: str) -> None:
+        FIGURES.append(text)
+        print(text)
+
+    return report
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item, call):
     report = yield
@@ -135,6 +147,10 @@ def pytest_runtest_makereport(item, call):
 
 
 def pytest_terminal_summary(terminalreporter):
+    if FIGURES:
+        terminalreporter.section("browser figures")
+        for text in FIGURES:
+            terminalreporter.write_line(text)
     if TIMINGS:
         terminalreporter.section("browser harness timings")
         for label, seconds in TIMINGS:

@@ -82,7 +82,7 @@ def offline(browser):
         page.close()
 
 
-def test_save_html_replays_offline(offline, tmp_path):
+def test_save_html_replays_offline(offline, tmp_path, report_figure):
     X, y, _, _ = mg.data.digits_split()
     model = mg.nn.MLP([64, 16, 10], seed=0)
     loss = mg.cross_entropy(model(mg.create_leaf(X[:4], name="x")), y[:4])
@@ -90,17 +90,17 @@ def test_save_html_replays_offline(offline, tmp_path):
     path = save_html(stepper, tmp_path / "step.html")   # runs backward to the end first
     trace = stepper.trace
     n_frames = len(trace["frames"])
-    print(f"save_html: {path.stat().st_size / 1024:.0f} KiB, {len(trace['nodes'])} nodes, "
-          f"{n_frames} frames")
+    report_figure(f"save_html: {path.stat().st_size / 1024:.0f} KiB, {len(trace['nodes'])} nodes, "
+                  f"{n_frames} frames")
 
     view = offline(path)
     root, seconds = view.open()
     snap = wait_for(root, lambda s: s["graph"] == "ready" and "firstPaintMs" in s["dataset"],
                     "the exported graph")
-    print(f"export: page loaded in {seconds:.2f} s; first paint "
-          f"{snap['dataset'].get('firstPaintMs')} ms, engine wait "
-          f"{snap['dataset'].get('engineWaitMs')} ms (engine mode "
-          f"{snap['dataset'].get('engineMode')})")
+    report_figure(f"export: page loaded in {seconds:.2f} s; first paint "
+                  f"{snap['dataset'].get('firstPaintMs')} ms, engine wait "
+                  f"{snap['dataset'].get('engineWaitMs')} ms (engine mode "
+                  f"{snap['dataset'].get('engineMode')})")
     assert sorted(snap["ids"]) == sorted(n["id"] for n in trace["nodes"])
     assert snap["frame"] == trace["initial_frame"] and snap["dataPhase"] == "forward"
     assert snap["hasGrad"] == []
@@ -123,7 +123,7 @@ def test_save_html_replays_offline(offline, tmp_path):
     assert sorted(snap["done"]) == sorted(ops)
     params = [n["id"] for n in trace["nodes"] if n.get("role") == "param"]
     assert set(params) <= set(snap["hasGrad"])
-    print(f"export: stepped {len(sentences) - 1} frames, phases {phases}")
+    report_figure(f"export: stepped {len(sentences) - 1} frames, phases {phases}")
 
     # Back and First replay too.
     click(root, "back")
@@ -132,7 +132,7 @@ def test_save_html_replays_offline(offline, tmp_path):
     snap = wait_for(root, lambda s: s["frame"] == 0, "first")
     assert snap["dataPhase"] == "forward" and snap["hasGrad"] == []
 
-    print(f"export: requests {view.requests}")
+    report_figure(f"export: requests {view.requests}")
     view.assert_clean()
 
 

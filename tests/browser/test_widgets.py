@@ -183,7 +183,7 @@ stepper = BackwardStepper(loss, title="MLP 64-16-10 on 4 digits")
 '''
 
 
-def test_stepper_steps_the_real_engine(lab, page, browser_log):
+def test_stepper_steps_the_real_engine(lab, page, browser_log, report_figure):
     dialogs = no_dialogs(page)
     page.set_viewport_size({"width": 1280, "height": 900})
     path = write_notebook(lab.root, "widgets_stepper.ipynb", [
@@ -217,9 +217,9 @@ def test_stepper_steps_the_real_engine(lab, page, browser_log):
     assert snap["badges"] == {op: str(o["pending_count"]) for op, o in ops.items()}
     assert snap["blocks"] and set(snap["blocks"]) <= set(info["blocks"])
     assert all(state == "alive" for state in snap["blocks"].values()), snap["blocks"]
-    print(f"first paint {snap['dataset'].get('firstPaintMs')} ms, "
-          f"engine wait {snap['dataset'].get('engineWaitMs')} ms "
-          f"(engine mode {snap['dataset'].get('engineMode')})")
+    report_figure(f"first paint {snap['dataset'].get('firstPaintMs')} ms, "
+                  f"engine wait {snap['dataset'].get('engineWaitMs')} ms "
+                  f"(engine mode {snap['dataset'].get('engineMode')})")
 
     # -- Step: the seed ---------------------------------------------------------------------
     frame0 = snap["frame"]
@@ -403,7 +403,7 @@ def wait_quiet(page, wire: WebSocketBytes, quiet_ms: int = 300, timeout: float =
             return
 
 
-def test_payload_per_widget(lab, page, browser_log):
+def test_payload_per_widget(lab, page, browser_log, report_figure):
     wire = WebSocketBytes(page)
     path = write_notebook(lab.root, "widgets_payload.ipynb", [
         "import minigrad as mg\n"
@@ -453,11 +453,13 @@ def test_payload_per_widget(lab, page, browser_log):
     step_click, _ = wire.since(mark)
 
     kib = lambda n: f"{n / 1024:.1f} KiB"   # noqa: E731
-    print(f"payload: first stepper on the page {kib(first)} ({first:,} B in {first_frames} "
-          f"frames, the layout engine included); second widget (GraphView) {kib(second)} "
-          f"({second:,} B in {second_frames} frames); an empty cell {baseline:,} B")
-    print(f"payload per live step: stepper.step() cell {step_cell:,} B "
-          f"({step_cell - baseline:,} B beyond an empty cell), Step button {step_click:,} B")
+    report_figure(f"payload: first stepper on the page {kib(first)} ({first:,} B in "
+                  f"{first_frames} frames, the layout engine included); second widget "
+                  f"(GraphView) {kib(second)} ({second:,} B in {second_frames} frames); "
+                  f"an empty cell {baseline:,} B")
+    report_figure(f"payload per live step: stepper.step() cell {step_cell:,} B "
+                  f"({step_cell - baseline:,} B beyond an empty cell), "
+                  f"Step button {step_click:,} B")
     assert first > 600 * 1024, "the first widget should bring the layout engine (~630 KiB)"
     assert second <= 150_000, f"a second widget costs {second:,} B (> 150 KB)"
     browser_log.assert_no_console_errors()
@@ -486,7 +488,7 @@ def chain(n_ops, seed=0):
 '''
 
 
-def test_performance(lab, page, browser_log):
+def test_performance(lab, page, browser_log, report_figure):
     wire = WebSocketBytes(page)   # (only to wait for quiet moments)
     path = write_notebook(lab.root, "widgets_perf.ipynb", [CHAIN_SETUP])
     nb = open_and_run_all(page, lab, path)
@@ -509,10 +511,10 @@ def test_performance(lab, page, browser_log):
     snap = snapshot(root)
     assert len(snap["ids"]) == n200
     first_paint = float(snap["dataset"]["firstPaintMs"])
-    print(f"{n200} nodes: first paint {first_paint} ms, engine wait "
-          f"{snap['dataset'].get('engineWaitMs')} ms, layout {snap['dataset'].get('layoutMs')} ms,"
-          f" mount {snap['dataset'].get('mountMs')} ms (engine mode "
-          f"{snap['dataset'].get('engineMode')})")
+    data = snap["dataset"]
+    report_figure(f"{n200} nodes: first paint {first_paint} ms, engine wait "
+                  f"{data.get('engineWaitMs')} ms, layout {data.get('layoutMs')} ms, "
+                  f"mount {data.get('mountMs')} ms (engine mode {data.get('engineMode')})")
     assert first_paint <= 300, f"first paint of {n200} nodes took {first_paint} ms (> 300)"
 
     # -- about 500 nodes: every step's restyle within a frame (16 ms) ----------------------------
@@ -520,8 +522,9 @@ def test_performance(lab, page, browser_log):
                       "print(len(s500.trace['nodes']))\ns500")
     snap = snapshot(root)
     assert len(snap["ids"]) == n500
-    print(f"{n500} nodes: first paint {snap['dataset'].get('firstPaintMs')} ms, layout "
-          f"{snap['dataset'].get('layoutMs')} ms, mount {snap['dataset'].get('mountMs')} ms")
+    data = snap["dataset"]
+    report_figure(f"{n500} nodes: first paint {data.get('firstPaintMs')} ms, layout "
+                  f"{data.get('layoutMs')} ms, mount {data.get('mountMs')} ms")
     times, wire_bytes = [], []
 
     def timed(action: str, delta: int) -> None:
@@ -535,13 +538,14 @@ def test_performance(lab, page, browser_log):
 
     for _ in range(6):
         timed("step", +1)   # live: the kernel runs one node, the view restyles
-    print(f"{n500} nodes: bytes received per live step {wire_bytes}")
+    report_figure(f"{n500} nodes: bytes received per live step {wire_bytes}")
     for _ in range(4):
         timed("back", -1)   # replay: folded again from the start
     for _ in range(4):
         timed("step", +1)   # replay forward
     worst = max(ms for _, ms in times)
-    print(f"{n500} nodes: step restyle times (ms) {[ms for _, ms in times]}; max {worst} ms")
+    report_figure(f"{n500} nodes: step restyle times (ms) {[ms for _, ms in times]}; "
+                  f"max {worst} ms")
     assert all(ms <= 16 for _, ms in times), f"a step took more than 16 ms: {times}"
 
     # -- 5,000 nodes: a clear message, and the page stays responsive ------------------------------
@@ -557,8 +561,8 @@ def test_performance(lab, page, browser_log):
     answer_ms = (time.monotonic() - t1) * 1000
     root = nb.cell(index).locator(".mg-stepper")
     snap = wait_for(root, lambda s: s["graph"] == "message", "the too-big message")
-    print(f"{n5k} nodes: message {snap['message']!r}; cell + render {rendered:.2f} s; "
-          f"page answered an evaluate in {answer_ms:.0f} ms right after")
+    report_figure(f"{n5k} nodes: message {snap['message']!r}; cell + render {rendered:.2f} s; "
+                  f"page answered an evaluate in {answer_ms:.0f} ms right after")
     assert f"{n5k:,}" in snap["message"] or str(n5k) in snap["message"], snap["message"]
     assert snap["ids"] == [] and root.locator("svg.mg-svg").count() == 0
     assert answer_ms < 1000, f"the page took {answer_ms:.0f} ms to answer"
@@ -568,8 +572,9 @@ def test_performance(lab, page, browser_log):
     wait_for(root, lambda s: s["frame"] == frame - 1, "Back on the 5,000-node stepper")
     t1 = time.monotonic()
     page.evaluate("1 + 1")
-    print(f"{n5k} nodes: Back answered; evaluate after it {(time.monotonic() - t1) * 1000:.0f} ms;"
-          f" lastStepMs {snapshot(root)['dataset'].get('lastStepMs')}")
+    back_ms = (time.monotonic() - t1) * 1000
+    report_figure(f"{n5k} nodes: Back answered; evaluate after it {back_ms:.0f} ms;"
+                  f" lastStepMs {snapshot(root)['dataset'].get('lastStepMs')}")
     browser_log.assert_no_console_errors()
     browser_log.assert_all_requests_local()
 
