@@ -11,6 +11,7 @@ The current allocator is per thread, so two threads can train two models side by
 from __future__ import annotations
 
 import math
+
 import numpy as np
 
 from .errors import MinigradError
