@@ -23,6 +23,7 @@ for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, "1")   # before numpy loads its BLAS
 
 import argparse  # noqa: E402
+import contextlib  # noqa: E402
 import statistics  # noqa: E402
 import subprocess  # noqa: E402
 import sys  # noqa: E402
@@ -81,7 +82,7 @@ def minigrad_runner(use_arena: bool, copy_input: bool = False):
     opt = mg.optim.SGD(model.parameters(), lr=LR)
 
     def step(x, y) -> float:
-        with graph.scope() if use_arena else _nothing():
+        with graph.scope() if use_arena else contextlib.nullcontext():
             inputs = mg.create_leaf(x, name="x", copy=copy_input)
             loss = mg.cross_entropy(model(inputs), y)
             opt.zero_grad()
@@ -89,14 +90,6 @@ def minigrad_runner(use_arena: bool, copy_input: bool = False):
             opt.step()
             return loss.item()
     return step
-
-
-class _nothing:
-    def __enter__(self):
-        return None
-
-    def __exit__(self, *exc):
-        return False
 
 
 def median_ms(step, x, y, steps: int) -> float:
