@@ -43,7 +43,7 @@ def numbers(value) -> list:
 
 
 def _shape(value) -> list:
-    return [int(n) for n in np.shape(value)]
+    return [] if value is None else [int(n) for n in np.shape(value)]
 
 
 def _text(name) -> str | None:
@@ -86,7 +86,8 @@ def tape_document(tape, out: int, *, title: str | None = None) -> dict:
             "names": [_text(n) for n in tape.names],
             "requires_grad": [bool(r) for r in tape.requires_grad],
             "shapes": [_shape(v) for v in tape.values],
-            "values": [numbers(v) for v in tape.values],
+            # (None: a TensorTape gave the value's buffer back to its pool after a backward)
+            "values": [None if v is None else numbers(v) for v in tape.values],
             "grads": [None if g is None else numbers(g) for g in tape.grads],
             "uses": uses,
         },

@@ -30,7 +30,7 @@ class TapeView(anywidget.AnyWidget):
     dot = ""   # no graph to lay out (save_html reads it)
 
     def __init__(self, tape, out=None, *, retain: bool = False, title: str | None = None) -> None:
-        out = output_slot(tape) if out is None else _slot_index(tape, out)
+        out = output_slot(tape) if out is None else tape.index(out, "TapeView")
         self._tape, self._out, self._retain = tape, out, retain
         self._doc = tape_document(tape, out, title=title)
         self._remaining = list(self._doc["slots"]["uses"])
@@ -117,23 +117,17 @@ class TapeView(anywidget.AnyWidget):
 
     def _on_message(self, _widget, content, _buffers) -> None:
         kind = content.get("kind")
-        if kind in ("advance", "finish"):
-            self._answered_seq = max(self._answered_seq, int(content.get("seq", -1)))
-        if kind == "advance":
-            self.step(int(content.get("steps", 1)))
-        elif kind == "finish":
-            self.finish()
-        elif kind == "hello" and content.get("frames") != len(self._doc["frames"]):
+        if kind == "hello" and content.get("frames") != len(self._doc["frames"]):
             # (a new dict, so that traitlets sees a change and syncs it)
             self.trace = {**self._doc, "frames": list(self._doc["frames"])}
-
-
-def _slot_index(tape, out) -> int:
-    index = getattr(out, "index", out)
-    if getattr(out, "tape", tape) is not tape:
-        raise ValueError("TapeView: the output slot belongs to another tape. Pass a slot of the "
-                         "tape being viewed: TapeView(tape, y) with y = tape.sin(x) ...")
-    if not isinstance(index, int) or not 0 <= index < len(tape.values):
-        raise ValueError(f"TapeView: out={out!r} is not a slot of this tape (it has "
-                         f"{len(tape.values)} slots). Pass a Slot or an int in range.")
-    return index
+        if kind not in ("advance", "finish"):
+            return
+        self._answered_seq = max(self._answered_seq, int(content.get("seq", -1)))
+        try:
+            if kind == "advance":
+                self.step(int(content.get("steps", 1)))
+            else:
+                self.finish()
+        except Exception as error:   # (a tape's misuse error): shown in the view, then raised
+            self.send({"kind": "error", "text": f"{type(error).__name__}: {error}"})
+            raise

@@ -160,7 +160,7 @@ class TapeView {
         h("td", { class: "mg-slot", text: `s${i}` }),
         h("td", { class: "mg-name", text: s.names[i] || "", title: s.names[i] || "" }),
         h("td", null, h("span", { class: "mg-kind", text: kind, title: kind === "const" ? "const: requires no grad; an op whose inputs are all const records no instruction" : kind })),
-        h("td", { class: "mg-value", text: showValues(s.values[i], undefined, 4) + shape }),
+        h("td", { class: "mg-value", text: s.values[i] ? showValues(s.values[i], undefined, 4) + shape : "(freed)" }),
         cells.grad,
         h("td", { class: "mg-rg", text: s.requires_grad[i] ? "yes" : "no" }),
         cells.uses,
@@ -207,6 +207,12 @@ class TapeView {
   }
 
   message(content) {
+    if (content && content.kind === "error") {
+      this.settle();
+      this.pause();
+      setText(this.status, String(content.text || "the kernel raised an error"));
+      return;
+    }
     if (!content || content.kind !== "append" || !Array.isArray(content.frames)) return;
     this.doc.frames.push(...content.frames);
     this.settle();
