@@ -22,7 +22,7 @@ IMG = "<img src=x onerror=alert(1)>"
 TAPE_SNAPSHOT_JS = """
 (root) => {
   const el = root.parentElement;
-  const rows = [...root.querySelectorAll('tr[data-slot]')];
+  const rows = [...root.querySelectorAll('.mg-row[data-slot]')];
   const having = (c) => rows.filter((r) => r.classList.contains(c)).map((r) => +r.dataset.slot);
   const grads = {}, uses = {}, names = {};
   for (const r of rows) {
@@ -35,7 +35,8 @@ TAPE_SNAPSHOT_JS = """
   return {
     dataset: { ...el.dataset },
     frame: el.dataset.frame === undefined ? null : Number(el.dataset.frame),
-    slots: rows.length,
+    slots: +root.dataset.slots, rendered: rows.length,
+    instrs: +root.dataset.instrs, renderedInstrs: instrs.length,
     current: instrs.filter((li) => li.classList.contains('mg-current')).map((li) => +li.dataset.instr),
     done: instrs.filter((li) => li.classList.contains('mg-done')).map((li) => +li.dataset.instr),
     freed: having('mg-freed'), gradNew: having('mg-grad-new'), hasGrad: having('mg-has-grad'),
@@ -107,7 +108,7 @@ def test_tapeview_steps_the_real_tape(lab, page, browser_log, report_figure):
 
     # -- after forward: the table and the instruction list, nothing run yet ------------------
     snap = wait_tape(root, lambda s: s["frame"] == 0 and "firstPaintMs" in s["dataset"], "frame 0")
-    assert snap["slots"] == len(info["kinds"]) and len(snap["done"]) == 0 and snap["current"] == []
+    assert snap["slots"] == snap["rendered"] == len(info["kinds"]) and len(snap["done"]) == 0 and snap["current"] == []
     assert snap["consts"] == [i for i, k in enumerate(info["kinds"]) if k == "const"]
     assert len(snap["consts"]) == 2, "c and c * c (the skipped op) are consts"
     assert snap["hasGrad"] == [] and set(snap["grads"].values()) == {"—"}
@@ -218,7 +219,9 @@ def test_tapeview_first_paint_and_steps_of_a_big_tape(lab, page, browser_log, re
     wait_quiet(page, wire)
     first_bytes, _ = wire.since(mark)
     snap = tape_snapshot(root)
-    assert snap["slots"] == slots and snap["frame"] == 0
+    assert snap["slots"] == slots and snap["instrs"] == instrs and snap["frame"] == 0
+    # only the rows in view exist in the page: drawing and restyling cost what a screen costs
+    assert 10 < snap["rendered"] < 100 and 10 < snap["renderedInstrs"] < 100, snap
     report_figure(f"tapeview: {slots} slots, {instrs} instructions: first paint "
                   f"{snap['dataset']['firstPaintMs']} ms; widget on the wire {first_bytes / 1024:.1f} KiB")
 
@@ -235,7 +238,10 @@ def test_tapeview_first_paint_and_steps_of_a_big_tape(lab, page, browser_log, re
         click(root, "back")
         snap = wait_tape(root, lambda s: s["frame"] == 6 - k, "back (replay)")
         times.append(float(snap["dataset"]["lastStepMs"]))
-    report_figure(f"tapeview: {slots} slots: bytes received per live step {step_bytes}; "
+    delta = kernel_json(nb, "print(_json.dumps(len(_json.dumps("
+                            "bigview.current_trace['frames'][-1]))))")
+    report_figure(f"tapeview: {slots} slots: bytes received per live step {step_bytes} (the "
+                  f"step's delta itself: {delta} B of JSON; the rest is Jupyter's messages); "
                   f"restyle per step (ms) {times}")
     # A live step carries one delta, not the table: far below what the table costs.
     assert max(step_bytes[1:]) < first_bytes / 20, (step_bytes, first_bytes)

@@ -10,6 +10,7 @@ import { h, setText } from "./dom.js";
 import { injectStyles } from "./css.js";
 import { afterPaint, now } from "./view-common.js";
 import { values as showValues, shape as showShape } from "./format.js";
+import { VirtualRows } from "./virtual-rows.js";
 import TAPE_CSS from "./tape.css";
 
 const SPEEDS = [
@@ -19,6 +20,8 @@ const SPEEDS = [
   [100, "fastest"],
 ];
 const KERNEL_TIMEOUT_MS = 30000;
+const ROW_HEIGHT = 21; // px: tape.css gives .mg-row and the instruction items this height
+const HEAD_HEIGHT = 23; // the table's sticky header
 const MARK = `minigrad-tape-${__MINIGRAD_WIDGETS_VERSION__}`;
 
 function injectTapeStyles(el) {
@@ -82,7 +85,7 @@ class TapeView {
     this.awaitTimer = null;
     this.wanted = null;
     this.disposed = false;
-    this.marked = { rows: [], instr: null };
+    this.marks = { position: null, using: new Set(), writing: null, written: new Set() };
     this.build();
     this.buildTable();
     this.show(model.get("frame"), { force: true });
@@ -144,36 +147,70 @@ class TapeView {
     return name ? `s${slot} (${name})` : `s${slot}`;
   }
 
-  /** The slot table and the instruction list, built once per document. */
+  /** The slot table and the instruction list: only the rows in view exist (virtual-rows.js). */
   buildTable() {
+    if (this.slotRows) this.slotRows.dispose();
+    if (this.instrRows) this.instrRows.dispose();
     const s = this.doc.slots;
-    const head = h("tr", null, ...["slot", "name", "kind", "value", "grad", "req. grad", "uses left"].map((t) => h("th", { text: t })));
-    this.rows = s.kinds.map((kind, i) => {
-      const shape = s.shapes[i] && s.shapes[i].length ? ` ${showShape(s.shapes[i])}` : "";
-      const cells = {
-        grad: h("td", { class: "mg-grad" }),
-        uses: h("td", { class: "mg-uses" }),
-      };
-      const tr = h(
-        "tr",
-        { "data-slot": String(i), class: `mg-kind-${kind}` },
-        h("td", { class: "mg-slot", text: `s${i}` }),
-        h("td", { class: "mg-name", text: s.names[i] || "", title: s.names[i] || "" }),
-        h("td", null, h("span", { class: "mg-kind", text: kind, title: kind === "const" ? "const: requires no grad; an op whose inputs are all const records no instruction" : kind })),
-        h("td", { class: "mg-value", text: s.values[i] ? showValues(s.values[i], undefined, 4) + shape : "(freed)" }),
-        cells.grad,
-        h("td", { class: "mg-rg", text: s.requires_grad[i] ? "yes" : "no" }),
-        cells.uses,
-      );
-      return { tr, ...cells, grad0: undefined, uses0: undefined, freed0: false };
+    const head = h("div", { class: "mg-row mg-head", role: "row" }, ...["slot", "name", "kind", "value", "grad", "req. grad", "uses left"].map((t) => h("span", { role: "columnheader", text: t })));
+    this.slotRows = new VirtualRows({
+      pane: this.slotsPane,
+      count: s.kinds.length,
+      rowHeight: ROW_HEIGHT,
+      className: "mg-slots-body",
+      make: (i) => this.makeSlotRow(i),
+      paint: (i, el) => this.paintSlotRow(i, el),
     });
-    this.slotsPane.replaceChildren(h("table", { class: "mg-slots" }, h("thead", null, head), h("tbody", null, ...this.rows.map((r) => r.tr))));
-    this.instrItems = this.doc.instrs.map((ins, p) =>
-      h("li", { "data-instr": String(p) }, h("span", { class: "mg-pos", text: `#${p}` }), this.instrText(ins)),
-    );
-    const list = h("ol", { class: "mg-instrs" }, ...this.instrItems);
-    if (!this.instrItems.length) list.append(h("li", { class: "mg-empty", text: "no instruction recorded (nothing requires grad)" }));
+    this.slotsPane.replaceChildren(h("div", { class: "mg-slots", role: "table" }, head, this.slotRows.body));
+    this.instrRows = new VirtualRows({
+      pane: this.instrsPane,
+      count: this.doc.instrs.length,
+      rowHeight: ROW_HEIGHT,
+      make: (p) => h("li", { "data-instr": String(p) }, h("span", { class: "mg-pos", text: `#${p}` }), this.instrText(this.doc.instrs[p])),
+      paint: (p, el) => {
+        el.classList.toggle("mg-done", this.state.done.has(p));
+        el.classList.toggle("mg-current", p === this.marks.position);
+      },
+    });
+    const list = h("ol", { class: "mg-instrs" }, this.instrRows.body);
+    if (!this.doc.instrs.length) list.append(h("li", { class: "mg-empty", text: "no instruction recorded (nothing requires grad)" }));
     this.instrsPane.replaceChildren(list);
+    this.root.dataset.slots = String(s.kinds.length);
+    this.root.dataset.instrs = String(this.doc.instrs.length);
+  }
+
+  makeSlotRow(i) {
+    const s = this.doc.slots;
+    const kind = s.kinds[i];
+    const shape = s.shapes[i] && s.shapes[i].length ? ` ${showShape(s.shapes[i])}` : "";
+    const cell = (cls, text) => h("span", { class: cls, role: "cell", text });
+    return h(
+      "div",
+      { "data-slot": String(i), class: `mg-row mg-kind-${kind}`, role: "row" },
+      cell("mg-slot", `s${i}`),
+      h("span", { class: "mg-name", role: "cell", text: s.names[i] || "", title: s.names[i] || "" }),
+      h("span", { role: "cell" }, h("span", { class: "mg-kind", text: kind, title: kind === "const" ? "const: requires no grad; an op whose inputs are all const records no instruction" : kind })),
+      cell("mg-value", s.values[i] ? showValues(s.values[i], undefined, 4) + shape : "(freed)"),
+      cell("mg-grad", ""),
+      cell("mg-rg", s.requires_grad[i] ? "yes" : "no"),
+      cell("mg-uses", ""),
+    );
+  }
+
+  /** Bring one slot row up to the shown frame: its grad, use count and marks. */
+  paintSlotRow(i, el) {
+    const st = this.state;
+    const m = this.marks;
+    const grad = st.grads[i];
+    const has = grad !== null && grad !== undefined;
+    setText(el.children[4], has ? showValues(grad, undefined, 4) : "—");
+    setText(el.children[6], String(st.uses[i]));
+    const c = el.classList;
+    c.toggle("mg-has-grad", has);
+    c.toggle("mg-freed", st.freed[i] === 1);
+    c.toggle("mg-using", m.using.has(i));
+    c.toggle("mg-writing", i === m.writing);
+    c.toggle("mg-grad-new", m.written.has(i));
   }
 
   instrText(ins) {
@@ -353,51 +390,24 @@ class TapeView {
     }
   }
 
-  /** Restyle the rows whose state differs from what they show (most steps touch a few). */
+  /** What the shown frame marks (its instruction, the slots it reads and writes), then the
+   * rows in view repainted; the current instruction and its first written slot are revealed. */
   paint() {
-    const st = this.state;
-    for (let i = 0; i < this.rows.length; i++) {
-      const r = this.rows[i];
-      if (r.grad0 !== st.grads[i]) {
-        r.grad0 = st.grads[i];
-        setText(r.grad, r.grad0 === null || r.grad0 === undefined ? "—" : showValues(r.grad0, undefined, 4));
-        r.tr.classList.toggle("mg-has-grad", r.grad0 !== null && r.grad0 !== undefined);
-      }
-      if (r.uses0 !== st.uses[i]) {
-        r.uses0 = st.uses[i];
-        setText(r.uses, String(r.uses0));
-      }
-      const freed = st.freed[i] === 1;
-      if (r.freed0 !== freed) {
-        r.freed0 = freed;
-        r.tr.classList.toggle("mg-freed", freed);
-      }
-    }
-    for (const row of this.marked.rows) row.classList.remove("mg-using", "mg-writing", "mg-grad-new");
-    if (this.marked.instr) this.marked.instr.classList.remove("mg-current");
-    this.marked = { rows: [], instr: null };
-    const mark = (slot, cls) => {
-      const row = this.rows[slot];
-      if (!row) return;
-      row.tr.classList.add(cls);
-      this.marked.rows.push(row.tr);
+    const delta = this.state.delta(this.shown);
+    const ins = delta && delta.position !== null ? this.doc.instrs[delta.position] : null;
+    this.marks = {
+      position: ins ? delta.position : null,
+      using: new Set(ins ? ins.inputs : []),
+      writing: ins ? ins.output : null,
+      written: new Set(delta ? delta.grads.map(([slot]) => slot) : []),
     };
-    const delta = st.delta(this.shown);
-    if (delta) {
-      const ins = delta.position === null ? null : this.doc.instrs[delta.position];
-      if (ins) {
-        for (const slot of ins.inputs) mark(slot, "mg-using");
-        mark(ins.output, "mg-writing");
-        const li = this.instrItems[delta.position];
-        li.classList.add("mg-current");
-        this.marked.instr = li;
-        reveal(this.instrsPane, li);
-      }
-      for (const [slot] of delta.grads) mark(slot, "mg-grad-new");
-      const first = delta.grads.length ? delta.grads[0][0] : ins ? ins.output : null;
-      if (first !== null && this.rows[first]) reveal(this.slotsPane, this.rows[first].tr);
-    }
-    for (let p = 0; p < this.instrItems.length; p++) this.instrItems[p].classList.toggle("mg-done", st.done.has(p));
+    if (ins) this.instrRows.reveal(delta.position);
+    else this.instrRows.render();
+    const first = delta && delta.grads.length ? delta.grads[0][0] : ins ? ins.output : null;
+    if (first !== null) this.slotRows.reveal(first, HEAD_HEIGHT);
+    else this.slotRows.render();
+    this.slotRows.repaint();
+    this.instrRows.repaint();
   }
 
   /** The sentence, counter, slider and buttons. */
@@ -457,15 +467,8 @@ class TapeView {
     this.disposed = true;
     this.pause();
     clearTimeout(this.awaitTimer);
-  }
-}
-
-/** Scroll a pane (not the page) so that row is visible in it. */
-function reveal(pane, row) {
-  const top = row.offsetTop;
-  const bottom = top + row.offsetHeight;
-  if (top < pane.scrollTop + 24 || bottom > pane.scrollTop + pane.clientHeight) {
-    pane.scrollTop = Math.max(0, top - pane.clientHeight / 3);
+    this.slotRows.dispose();
+    this.instrRows.dispose();
   }
 }
 
