@@ -333,12 +333,17 @@ class Tape:
     def _one(self, out):
         return 1.0
 
-    def backward(self, out, retain: bool = False) -> None:
+    def backward(self, out, retain: bool = False, plain: bool = False) -> None:
         """Gradients of out into tape.grads: undo the instructions newest first.
 
-        The plain loop is `backward_steps` (look the rule up, call it, add its results in). This
-        one does the same with the rules written inline and chosen by op code, everything bound
-        to locals: it is the hot loop of training (benchmarks/tape.py measures both)."""
+        The plain loop is `_walk` below (look the rule up, call it, add its results in); plain=True
+        runs it. The default does the same with the rules written inline and chosen by op code,
+        everything bound to locals: it is the hot loop of training (benchmarks/tape.py measures
+        both, and tests/test_tape.py checks they agree)."""
+        if plain:
+            for _ in self._walk(out, retain, snapshot=False):
+                pass
+            return
         self._seed(out, retain)
         values, grads, requires_grad = self.values, self.grads, self.requires_grad
         sin, cos = math.sin, math.cos
@@ -411,7 +416,8 @@ class Tape:
                 if remaining[i] == 0 and kinds[i] != "var"
                 and (i == instr.output or i not in produced)))
             self._release(freed)
-            yield TapeStep(position, instr, tuple(writes.items()), tuple(remaining), freed)
+            yield TapeStep(position, instr, tuple(writes.items()),
+                           tuple(remaining) if snapshot else remaining, freed)
 
     def _accumulate(self, total, grad, slot: int):
         grad = float(grad)     # the rules return numpy floats; the scalar tape keeps floats
