@@ -14,7 +14,8 @@ same initial weights, same loss on
              so that the fast path's trick is seen to pay
 
 The three engines compute the same loss and gradients (checked before timing). Medians over
-repeats, in milliseconds; the ratio is against micrograd measured in the same run. Then the
+repeats, in milliseconds, the engines taking turns; the ratio is against micrograd measured in
+the same run. Then the
 memory of TensorTape: the pool's peak during one backward with use-count freeing, against keeping
 everything (retain=True).
 
@@ -136,14 +137,20 @@ def eager_step(weights: list, xs, ys) -> float:
 
 
 # -- measuring ---------------------------------------------------------------------------------
-def median_ms(step, weights, xs, ys, repeats: int) -> float:
-    times = []
-    for _ in range(repeats):
-        w = list(weights)             # every repeat starts from the same weights
-        start = time.perf_counter()
-        step(w, xs, ys)
-        times.append((time.perf_counter() - start) * 1e3)
-    return statistics.median(times)
+def median_ms(steps: dict, weights, xs, ys, repeats: int, every: dict) -> dict:
+    """Median step time of each engine, in ms. The engines take turns, one step each per round,
+    so that a change in the machine's load hits all of them alike; engine k runs only every
+    every[k]-th round (the slow ones)."""
+    times = {name: [] for name in steps}
+    for round_ in range(repeats):
+        for name, step in steps.items():
+            if round_ % every.get(name, 1):
+                continue
+            w = list(weights)             # every step starts from the same weights
+            start = time.perf_counter()
+            step(w, xs, ys)
+            times[name].append((time.perf_counter() - start) * 1e3)
+    return {name: statistics.median(t) for name, t in times.items()}
 
 
 def check_same_step(weights, xs, ys, have_micrograd: bool) -> None:
@@ -191,14 +198,13 @@ def main(argv=None) -> None:
               file=sys.stderr)
     check_same_step(weights, xs, ys, have_micrograd)
     tape, plain_tape = Tape(), Tape()
-    figures = {
-        "micrograd": median_ms(micrograd_step, weights, xs, ys, args.repeats)
-        if have_micrograd else float("nan"),
-        "eager": median_ms(eager_step, weights, xs, ys, max(3, args.repeats // 3)),
-        "tape": median_ms(lambda w, x, y: tape_step(tape, w, x, y), weights, xs, ys, args.repeats),
-        "tape_plain": median_ms(lambda w, x, y: tape_plain_step(plain_tape, w, x, y), weights, xs,
-                                ys, args.repeats),
-    }
+    steps = {"tape": lambda w, x, y: tape_step(tape, w, x, y),
+             "tape_plain": lambda w, x, y: tape_plain_step(plain_tape, w, x, y),
+             "eager": eager_step}
+    if have_micrograd:
+        steps["micrograd"] = micrograd_step
+    figures = median_ms(steps, weights, xs, ys, args.repeats, every={"eager": 3, "tape_plain": 3})
+    figures.setdefault("micrograd", float("nan"))
     m, e, t, p = (figures[k] for k in ("micrograd", "eager", "tape", "tape_plain"))
     print(f"tape step ms: micrograd={m:.1f} eager={e:.1f} tape={t:.1f} speedup={m / t:.1f}")
     print(f"tape fast path vs plain (apply + backward(plain=True)): plain={p:.1f} ms fast={t:.1f} ms "
