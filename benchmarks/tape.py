@@ -207,8 +207,8 @@ def main(argv=None) -> None:
     figures.setdefault("micrograd", float("nan"))
     m, e, t, p = (figures[k] for k in ("micrograd", "eager", "tape", "tape_plain"))
     print(f"tape step ms: micrograd={m:.1f} eager={e:.1f} tape={t:.1f} speedup={m / t:.1f}")
-    print(f"tape fast path vs plain (apply + backward(plain=True)): plain={p:.1f} ms fast={t:.1f} ms "
-          f"ratio={p / t:.1f}")
+    print(f"tape fast path vs plain (apply + backward(plain=True)): plain={p:.1f} ms "
+          f"fast={t:.1f} ms ratio={p / t:.1f}")
     print(f"tape ops per step: {len(tape.instrs)} instructions, {len(tape.values)} slots "
           f"(gc was {'on' if gc.isenabled() else 'off'})")
     freed, kept = tensor_tape_peaks()

@@ -464,6 +464,20 @@ def test_pow_needs_a_constant_exponent():
         x ** y
     with pytest.raises(SlotError, match="constant exponent"):
         2.0 ** x
+    with pytest.raises(SlotError, match="constant number, got NoneType"):
+        tape.apply("pow", x)
+    tensor_tape = TensorTape()
+    with pytest.raises(SlotError, match="constant number"):
+        tensor_tape.var(np.ones(2)) ** tensor_tape.var(np.ones(2))
+
+
+def test_apply_names_unknown_ops_and_wrong_arity():
+    tape = Tape()
+    x = tape.var(1.0)
+    with pytest.raises(SlotError, match="no such op.*add, sub"):
+        tape.apply("sigmoid", x)
+    with pytest.raises(SlotError, match="takes 2 slot"):
+        tape.apply("mul", x)
 
 
 def test_domain_errors_name_the_op_and_the_fix():
@@ -575,3 +589,24 @@ def test_tensor_tape_shape_mismatch_raises():
     a, b = tape.var(np.ones((2, 3))), tape.var(np.ones((4,)))
     with pytest.raises(ShapeError, match=r"tape.add.*\(2, 3\).*\(4,\).*Fix"):
         a + b
+
+
+# ----------------------------------------------------------------------------------------------
+# benchmarks/tape.py: its engines compute the same step, and it prints its lines
+# ----------------------------------------------------------------------------------------------
+def test_tape_benchmark_engines_agree_and_it_prints_its_lines(capsys):
+    import importlib.util
+    import pathlib
+    import re
+    path = pathlib.Path(__file__).parent.parent / "benchmarks" / "tape.py"
+    spec = importlib.util.spec_from_file_location("tape_benchmark", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    bench.main(["--repeats", "1"])     # checks the engines agree before it times anything
+    out = capsys.readouterr().out
+    number = r"(\d+\.\d|nan)"
+    assert re.search(rf"^tape step ms: micrograd={number} eager={number} tape={number} "
+                     rf"speedup={number}$", out, re.M), out
+    peaks = re.search(r"keep-everything=(\d+) use-count-freeing=(\d+)", out)
+    kept, freed = map(int, peaks.groups())
+    assert freed < 0.6 * kept

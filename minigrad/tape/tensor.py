@@ -19,7 +19,6 @@ from ..errors import DtypeError, ShapeError
 from ..kernels import sum_to_shape
 from .core import SlotError, Tape
 from .rules import OP_NAMES, RULES
-from .slots import Slot
 
 
 class TensorTape(Tape):
@@ -65,14 +64,7 @@ class TensorTape(Tape):
         return self.apply("neg", a)
 
     def pow(self, a, exponent):
-        return self.apply("pow", a, exponent=float(self._exponent(exponent)))
-
-    def _exponent(self, exponent):
-        if isinstance(exponent, bool) or not isinstance(exponent, (int, float)):
-            raise SlotError(f"tape.pow: the exponent must be a constant number, got "
-                            f"{type(exponent).__name__}. Fix: for a slot exponent write "
-                            f"exp(b * log(a)).")
-        return exponent
+        return self.apply("pow", a, exponent=exponent)
 
     def sin(self, a):
         return self.apply("sin", a)
