@@ -86,7 +86,8 @@ class Tape:
     def _leaf(self, x, requires_grad: bool, kind: str, name) -> int:
         if isinstance(x, bool) or not isinstance(x, Real):
             raise DtypeError(f"tape.{kind}({x!r}): a Tape slot holds one float, got "
-                             f"{type(x).__name__}. Fix: pass a float, or use TensorTape for arrays.")
+                             f"{type(x).__name__}. Fix: pass a float, or use TensorTape for "
+                             f"arrays.")
         return self._push(float(x), requires_grad, kind, name)
 
     def _push(self, value, requires_grad: bool, kind: str, name) -> int:
@@ -194,13 +195,9 @@ class Tape:
 
     def pow(self, a, exponent):
         """a ** exponent, for a constant (float) exponent"""
-        if isinstance(exponent, bool) or not isinstance(exponent, Real):
-            raise SlotError(f"tape.pow: the exponent must be a constant number, got "
-                            f"{type(exponent).__name__}. Rule: pow differentiates by its base "
-                            f"only. Fix: for a slot exponent write exp(b * log(a)).")
+        exponent = self._exponent(exponent)
         if a.__class__ is not int:
             return self._checked(lambda s: self.pow(s, exponent), "pow", a)
-        exponent = float(exponent)
         try:
             value = self.values[a] ** exponent
         except ZeroDivisionError:
@@ -210,6 +207,13 @@ class Tape:
                              f"negative base has no real non-integer power. Fix: use an integer "
                              f"exponent or a positive base.")
         return self._record1(POW, value, a, exponent)
+
+    def _exponent(self, exponent) -> float:
+        if isinstance(exponent, bool) or not isinstance(exponent, Real):
+            raise SlotError(f"tape.pow: the exponent must be a constant number, got "
+                            f"{type(exponent).__name__}. Rule: pow differentiates by its base "
+                            f"only. Fix: for a slot exponent write exp(b * log(a)).")
+        return float(exponent)
 
     def sin(self, a):
         """sin a"""
@@ -261,6 +265,8 @@ class Tape:
             raise SlotError(f"tape.apply({op!r}): no such op. Ops: {', '.join(OP_NAMES)}.")
         if len(inputs) != rule.arity:
             raise SlotError(f"tape.apply({op!r}): takes {rule.arity} slot(s), got {len(inputs)}.")
+        if op == "pow":
+            attrs = {"exponent": self._exponent(attrs.get("exponent"))}
         slots = [self.index(x, op) for x in inputs]
         value = self._forward(rule, slots, attrs)
         code = OP_NAMES.index(op)
@@ -291,7 +297,8 @@ class Tape:
             return x
         if x.__class__ is int:
             raise SlotError(f"tape.{op}: slot {x} does not exist; the tape has {len(self.values)} "
-                            f"slots (0..{len(self.values) - 1}). Fix: use a slot the tape returned.")
+                            f"slots (0..{len(self.values) - 1}). Fix: use a slot the tape "
+                            f"returned.")
         raise SlotError(f"tape.{op}: got {type(x).__name__} {x!r} where a slot (an int the tape "
                         f"returned, or a Slot) is needed. Fix: make numbers slots first: "
                         f"tape.const({x!r}) or tape.var({x!r}).")
@@ -333,12 +340,17 @@ class Tape:
     def _one(self, out):
         return 1.0
 
-    def backward(self, out, retain: bool = False) -> None:
+    def backward(self, out, retain: bool = False, plain: bool = False) -> None:
         """Gradients of out into tape.grads: undo the instructions newest first.
 
-        The plain loop is `backward_steps` (look the rule up, call it, add its results in). This
-        one does the same with the rules written inline and chosen by op code, everything bound
-        to locals: it is the hot loop of training (benchmarks/tape.py measures both)."""
+        The plain loop is `_walk` below (look the rule up, call it, add its results in); plain=True
+        runs it. The default does the same with the rules written inline and chosen by op code,
+        everything bound to locals: it is the hot loop of training (benchmarks/tape.py measures
+        both, and tests/test_tape.py checks they agree)."""
+        if plain:
+            for _ in self._walk(out, retain, snapshot=False):
+                pass
+            return
         self._seed(out, retain)
         values, grads, requires_grad = self.values, self.grads, self.requires_grad
         sin, cos = math.sin, math.cos
@@ -388,7 +400,8 @@ class Tape:
         """The plain reverse loop: for each instruction, newest first, call its rule and add
         the input grads in; count the uses down and release what nobody needs any more."""
         out = self._seed(out, retain)
-        values, grads, requires_grad, kinds = self.values, self.grads, self.requires_grad, self.kinds
+        values, grads, requires_grad = self.values, self.grads, self.requires_grad
+        kinds = self.kinds
         remaining = self.use_counts()
         produced = {instr.output for instr in self.instrs}
         for position in reversed(range(len(self.instrs))):
@@ -411,7 +424,8 @@ class Tape:
                 if remaining[i] == 0 and kinds[i] != "var"
                 and (i == instr.output or i not in produced)))
             self._release(freed)
-            yield TapeStep(position, instr, tuple(writes.items()), tuple(remaining), freed)
+            yield TapeStep(position, instr, tuple(writes.items()),
+                           tuple(remaining) if snapshot else remaining, freed)
 
     def _accumulate(self, total, grad, slot: int):
         grad = float(grad)     # the rules return numpy floats; the scalar tape keeps floats
@@ -453,7 +467,8 @@ class Tape:
         for i, value in enumerate(self.values):
             grad = "-" if self.grads[i] is None else _short(self.grads[i])
             lines.append(f"{i:>4}  {self.kinds[i]:<5}  {self.names[i] or '':<6}  "
-                         f"{_short(value):>10}  {grad:>10}  {self.requires_grad[i]!s:<5}  {uses[i]}")
+                         f"{_short(value):>10}  {grad:>10}  {self.requires_grad[i]!s:<5}  "
+                         f"{uses[i]}")
         return "\n".join(lines)
 
     def __repr__(self) -> str:

@@ -19,7 +19,6 @@ from ..errors import DtypeError, ShapeError
 from ..kernels import sum_to_shape
 from .core import SlotError, Tape
 from .rules import OP_NAMES, RULES
-from .slots import Slot
 
 
 class TensorTape(Tape):
@@ -65,14 +64,7 @@ class TensorTape(Tape):
         return self.apply("neg", a)
 
     def pow(self, a, exponent):
-        return self.apply("pow", a, exponent=float(self._exponent(exponent)))
-
-    def _exponent(self, exponent):
-        if isinstance(exponent, bool) or not isinstance(exponent, (int, float)):
-            raise SlotError(f"tape.pow: the exponent must be a constant number, got "
-                            f"{type(exponent).__name__}. Fix: for a slot exponent write "
-                            f"exp(b * log(a)).")
-        return exponent
+        return self.apply("pow", a, exponent=exponent)
 
     def sin(self, a):
         return self.apply("sin", a)
@@ -112,17 +104,13 @@ class TensorTape(Tape):
         return out
 
     def _one(self, out):
-        value = self.values[out]
-        if value.size != 1:
-            raise ShapeError(f"tape.backward: slot {out} has shape {value.shape}; backward starts "
-                             f"from one number. Fix: reduce it first (e.g. a sum of slots), or "
-                             f"pick one element.")
-        return np.ones_like(value)
+        """The seed: d out / d out, all ones; for a slot with many elements, backward(out)
+        differentiates the sum of its elements (as torch's out.backward(ones_like(out)))."""
+        return np.ones_like(self.values[out])
 
-    def backward(self, out, retain: bool = False) -> None:
-        """The plain walk (backward_steps), run to the end without copying grads for display."""
-        for _ in self._walk(out, retain, snapshot=False):
-            pass
+    def backward(self, out, retain: bool = False, plain: bool = True) -> None:
+        """Always the plain walk: numpy does the work per element, the rules are the code."""
+        super().backward(out, retain, plain=True)
 
     def _accumulate(self, total, grad, slot: int):
         """Add grad, reduced to the slot's shape (undoing broadcasting), into its pool buffer."""
