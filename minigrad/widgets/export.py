@@ -31,7 +31,8 @@ window.minigrad.mount(document.getElementById("minigrad-root"),
 
 def save_html(widget, path, *, finish: bool = True) -> pathlib.Path:
     """Write widget's trace and drawing into one HTML file that works offline (slides, a course
-    page, an LMS). A live BackwardStepper runs backward to the end first unless finish=False."""
+    page, an LMS). A live BackwardStepper or TapeView runs backward to the end first unless
+    finish=False."""
     from .views import BackwardStepper, GraphView, MemoryView   # (the views import this module)
     from .tapeview import TapeView
 
@@ -42,8 +43,8 @@ def save_html(widget, path, *, finish: bool = True) -> pathlib.Path:
                                         (MemoryView, "memory"), (TapeView, "tape"))
                  if isinstance(widget, cls)), None)
     if kind is None:
-        raise TypeError(f"save_html: expected a GraphView, BackwardStepper, MemoryView or TapeView, got "
-                        f"{type(widget).__name__}.")
+        raise TypeError(f"save_html: expected a GraphView, BackwardStepper, MemoryView or "
+                        f"TapeView, got {type(widget).__name__}.")
     trace = widget.current_trace
     data = {"widget": kind, "trace": trace, "dot": widget.dot, "options": widget.options,
             "message": widget.message}
