@@ -403,9 +403,10 @@ class Tape:
         values, grads, requires_grad = self.values, self.grads, self.requires_grad
         kinds = self.kinds
         remaining = self.use_counts()
-        produced = {instr.output for instr in self.instrs}
-        for position in reversed(range(len(self.instrs))):
-            instr = self.instrs[position]
+        instrs = self.instrs
+        produced = {instr.output for instr in instrs}
+        for position in reversed(range(len(instrs))):
+            instr = instrs[position]
             grad_output, writes = grads[instr.output], {}
             if grad_output is not None:
                 inputs = [values[i] for i in instr.inputs]
