@@ -11,6 +11,7 @@ import { injectStyles } from "./css.js";
 import { afterPaint, now } from "./view-common.js";
 import { values as showValues, shape as showShape } from "./format.js";
 import { VirtualRows } from "./virtual-rows.js";
+import { TapeState } from "./tape-state.js";
 import TAPE_CSS from "./tape.css";
 
 const SPEEDS = [
@@ -32,42 +33,6 @@ function injectTapeStyles(el) {
   if (owner.querySelector(`style[data-minigrad="${MARK}"]`)) return;
   const style = h("style", { "data-minigrad": MARK, text: TAPE_CSS });
   (shadow ? root : document.head || document.documentElement).appendChild(style);
-}
-
-/** The state of the tape at one frame, folded from the document's deltas. */
-class TapeState {
-  constructor(doc) {
-    this.doc = doc;
-    this.reset();
-  }
-
-  reset() {
-    const slots = this.doc.slots;
-    this.frame = 0;
-    this.grads = [...slots.grads];
-    this.uses = [...slots.uses];
-    this.freed = new Uint8Array(slots.kinds.length);
-    this.done = new Set(); // positions of instructions already run
-  }
-
-  /** Fold forward or start again, to stand at frame k (0 = after forward). */
-  seek(k) {
-    if (k < this.frame) this.reset();
-    const frames = this.doc.frames;
-    while (this.frame < k) {
-      const f = frames[this.frame];
-      for (const [slot, grad] of f.grads) this.grads[slot] = grad;
-      for (const [slot, count] of f.uses) this.uses[slot] = count;
-      for (const slot of f.freed) this.freed[slot] = 1;
-      if (f.position !== null) this.done.add(f.position);
-      this.frame++;
-    }
-  }
-
-  /** What frame k changed (its delta), or null for frame 0. */
-  delta(k) {
-    return k > 0 ? this.doc.frames[k - 1] : null;
-  }
 }
 
 class TapeView {
