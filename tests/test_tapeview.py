@@ -184,7 +184,7 @@ def test_a_replay_has_no_tape_behind_it():
 
 def test_misuse_is_explained():
     tape, x, w, cc, y = small_tape()
-    with pytest.raises(SlotError, match=r"TapeView: slot 99 does not exist; the tape has \d+ slots"):
+    with pytest.raises(SlotError, match=r"TapeView: slot 99 does not exist; the tape has \d+ "):
         TapeView(tape, 99)
     other, *_ = small_tape()
     with pytest.raises(SlotError, match="TapeView: slot .* belongs to another tape"):
@@ -209,7 +209,7 @@ def test_save_html_keeps_names_as_text(tmp_path):
     path = save_html(view, tmp_path / "tape.html")
     text = path.read_text(encoding="utf-8")
     assert view.current_trace["done"] and not view.live    # save_html runs backward to the end
-    data = text.split('<script type="application/json" id="minigrad-data">')[1].split("</script>")[0]
+    data = text.split('id="minigrad-data">')[1].split("</script>")[0]
     assert "<" not in data, "user text inside the JSON is escaped"
     doc = json.loads(data)
     assert doc["widget"] == "tape" and doc["trace"]["slots"]["names"][:2] == [IMG, b.tape.names[1]]

@@ -37,7 +37,8 @@ TAPE_SNAPSHOT_JS = """
     frame: el.dataset.frame === undefined ? null : Number(el.dataset.frame),
     slots: +root.dataset.slots, rendered: rows.length,
     instrs: +root.dataset.instrs, renderedInstrs: instrs.length,
-    current: instrs.filter((li) => li.classList.contains('mg-current')).map((li) => +li.dataset.instr),
+    current: instrs.filter((li) => li.classList.contains('mg-current'))
+      .map((li) => +li.dataset.instr),
     done: instrs.filter((li) => li.classList.contains('mg-done')).map((li) => +li.dataset.instr),
     freed: having('mg-freed'), gradNew: having('mg-grad-new'), hasGrad: having('mg-has-grad'),
     consts: having('mg-kind-const'), using: having('mg-using'),
@@ -108,7 +109,8 @@ def test_tapeview_steps_the_real_tape(lab, page, browser_log, report_figure):
 
     # -- after forward: the table and the instruction list, nothing run yet ------------------
     snap = wait_tape(root, lambda s: s["frame"] == 0 and "firstPaintMs" in s["dataset"], "frame 0")
-    assert snap["slots"] == snap["rendered"] == len(info["kinds"]) and len(snap["done"]) == 0 and snap["current"] == []
+    assert snap["slots"] == snap["rendered"] == len(info["kinds"])
+    assert snap["done"] == [] and snap["current"] == []
     assert snap["consts"] == [i for i, k in enumerate(info["kinds"]) if k == "const"]
     assert len(snap["consts"]) == 2, "c and c * c (the skipped op) are consts"
     assert snap["hasGrad"] == [] and set(snap["grads"].values()) == {"—"}
@@ -224,7 +226,8 @@ def test_tapeview_first_paint_and_steps_of_a_big_tape(lab, page, browser_log, re
     # only the rows in view exist in the page: drawing and restyling cost what a screen costs
     assert 10 < snap["rendered"] < 100 and 10 < snap["renderedInstrs"] < 100, snap
     report_figure(f"tapeview: {slots} slots, {instrs} instructions: first paint "
-                  f"{snap['dataset']['firstPaintMs']} ms; widget on the wire {first_bytes / 1024:.1f} KiB")
+                  f"{snap['dataset']['firstPaintMs']} ms; widget on the wire "
+                  f"{first_bytes / 1024:.1f} KiB")
 
     times, step_bytes = [], []
     for k in range(1, 7):
@@ -254,7 +257,8 @@ def test_tapeview_first_paint_and_steps_of_a_big_tape(lab, page, browser_log, re
     wait_quiet(page, wire)
     finish_bytes, _ = wire.since(mark)
     report_figure(f"tapeview: {slots} slots: 'last' ran {instrs - 6} instructions in the kernel "
-                  f"and drew the end in {seconds:.2f} s, {finish_bytes / 1024:.1f} KiB on the wire; "
+                  f"and drew the end in {seconds:.2f} s, {finish_bytes / 1024:.1f} KiB on the "
+                  f"wire; "
                   f"restyle {snap['dataset']['lastStepMs']} ms")
     assert snap["current"] == [0] and len(snap["freed"]) > 10
     # A live step carries one delta, not the table: far below what the table costs.
