@@ -215,6 +215,8 @@ def test_save_html_keeps_names_as_text(tmp_path):
     assert doc["widget"] == "tape" and doc["trace"]["slots"]["names"][:2] == [IMG, b.tape.names[1]]
     assert "<title>&lt;img src=x onerror=alert(1)&gt;</title>" in text
     assert "https://" not in data and text.count("<script") == 3
+    # the page carries the tape view's own script, without the Graphviz of the graph views
+    assert path.stat().st_size < 100_000, path.stat().st_size     # (Graphviz alone: ~630 KiB)
 
 
 def test_a_tensor_tape_shows_shapes_and_frees_buffers_as_counts_reach_zero():

@@ -50,7 +50,9 @@ def save_html(widget, path, *, finish: bool = True) -> pathlib.Path:
             "message": widget.message}
     # JSON inside <script>: "</" would end the element early, so escape every "<".
     text = json.dumps(data).replace("<", "\\u003c")
-    script = bundle("standalone.js").read_text(encoding="utf-8").replace("</script", "<\\/script")
+    # (a tape page needs no Graphviz: its own script is ~5% of the size)
+    script = bundle("standalone-tape.js" if kind == "tape" else "standalone.js")
+    script = script.read_text(encoding="utf-8").replace("</script", "<\\/script")
     title = trace.get("title") or f"minigrad {kind}"
     path = pathlib.Path(path)
     path.write_text(_PAGE.format(title=html.escape(title), data=text, script=script),
