@@ -489,6 +489,11 @@ def test_domain_errors_name_the_op_and_the_fix():
         tape.log(neg)
     with pytest.raises(ValueError, match=r"tape.pow.*negative base.*Fix"):
         neg ** 0.5
+    for op, inputs in (("div", (neg, zero)), ("log", (neg,)), ("log", (zero,)),
+                       ("pow", (neg,))):
+        attrs = {"exponent": 0.5} if op == "pow" else {}
+        with pytest.raises(ValueError, match=rf"tape.apply\('{op}'\).*Rule.*Fix"):
+            tape.apply(op, *inputs, **attrs)
 
 
 @pytest.mark.parametrize("bad", ["1.0", [1.0, 2.0], None, True])

@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import math
 from numbers import Real
+
+import numpy as np
 from typing import NamedTuple
 
 from ..errors import BackwardError, DtypeError, InplaceError, MinigradError
@@ -268,7 +270,7 @@ class Tape:
         if op == "pow":
             attrs = {"exponent": self._exponent(attrs.get("exponent"))}
         slots = [self.index(x, op) for x in inputs]
-        value = self._forward(rule, slots, attrs)
+        value = self._forward(op, rule, slots, attrs)
         code = OP_NAMES.index(op)
         if code < BINARY:
             out = self._record2(code, value, slots[0], slots[1])
@@ -276,8 +278,16 @@ class Tape:
             out = self._record1(code, value, slots[0], attrs.get("exponent"))
         return Slot(self, out) if any(x.__class__ is Slot for x in inputs) else out
 
-    def _forward(self, rule, slots, attrs):
-        return float(rule.forward(*(self.values[i] for i in slots), **attrs))
+    def _forward(self, op: str, rule, slots, attrs):
+        inputs = [self.values[i] for i in slots]
+        try:
+            with np.errstate(divide="raise", invalid="raise"):
+                return float(rule.forward(*inputs, **attrs))
+        except (ZeroDivisionError, FloatingPointError) as err:
+            raise ValueError(f"tape.apply({op!r}) on slots {slots} = {inputs}: {err}. Rule: an op "
+                             f"must be defined at its inputs (log of a positive number, a non-zero "
+                             f"divisor). Fix: keep the inputs in the op's domain (add an epsilon, "
+                             f"clip).") from None
 
     # -- checking slots -----------------------------------------------------------------------
     def index(self, x, op: str = "use") -> int:
