@@ -344,6 +344,23 @@ def test_backward_equals_exhausting_backward_steps(seed):
     np.testing.assert_allclose(zeros_for_none(steps), zeros_for_none(fast), rtol=1e-13, atol=1e-15)
 
 
+def test_use_counts_count_down_during_backward_steps():
+    tape = Tape()
+    x = tape.var(0.3)
+    y = (x * x).exp() + x
+    recorded = tape.use_counts()
+    seen = []
+    for step in tape.backward_steps(y, retain=True):
+        seen.append(tape.use_counts())
+        assert seen[-1] == list(step.remaining)
+    assert recorded == [3, 1, 1, 0] and seen[-1] == [0, 0, 0, 0]
+    assert tape.use_counts() == recorded          # the walk is over: the recording again
+    steps = tape.backward_steps(y)
+    next(steps)
+    steps.close()                                  # an abandoned walk too
+    assert tape.use_counts() == recorded
+
+
 def test_retained_backward_steps_free_nothing():
     tape = Tape()
     x = tape.var(0.3)
