@@ -231,6 +231,14 @@ def tensor_tape_grads(recipe):
     tape = TensorTape()
     leaves = [tape.var(a.copy()) for a in recipe.leaves]
     tape.backward(tape_loss(recipe, leaves))
+    # use counts gave back every value that was read, and every temp's grad: the pool holds
+    # the vars, their grads and the consts no instruction read, nothing else
+    uses = tape.use_counts()
+    kept = [i for i, v in enumerate(tape.values) if v is not None]
+    assert all(tape.kinds[i] == "var" or uses[i] == 0 for i in kept)
+    assert all(tape.kinds[i] == "var" for i in tape._grad_blocks)
+    live = {id(block) for block in tape.pool.blocks if block.alive}
+    assert live == {id(tape._blocks[i]) for i in kept} | {id(b) for b in tape._grad_blocks.values()}
     return [leaf.grad for leaf in leaves]
 
 

@@ -344,6 +344,23 @@ def test_backward_equals_exhausting_backward_steps(seed):
     np.testing.assert_allclose(zeros_for_none(steps), zeros_for_none(fast), rtol=1e-13, atol=1e-15)
 
 
+def test_use_counts_count_down_during_backward_steps():
+    tape = Tape()
+    x = tape.var(0.3)
+    y = (x * x).exp() + x
+    recorded = tape.use_counts()
+    seen = []
+    for step in tape.backward_steps(y, retain=True):
+        seen.append(tape.use_counts())
+        assert seen[-1] == list(step.remaining)
+    assert recorded == [3, 1, 1, 0] and seen[-1] == [0, 0, 0, 0]
+    assert tape.use_counts() == recorded          # the walk is over: the recording again
+    steps = tape.backward_steps(y)
+    next(steps)
+    steps.close()                                  # an abandoned walk too
+    assert tape.use_counts() == recorded
+
+
 def test_retained_backward_steps_free_nothing():
     tape = Tape()
     x = tape.var(0.3)
@@ -489,6 +506,11 @@ def test_domain_errors_name_the_op_and_the_fix():
         tape.log(neg)
     with pytest.raises(ValueError, match=r"tape.pow.*negative base.*Fix"):
         neg ** 0.5
+    for op, inputs in (("div", (neg, zero)), ("log", (neg,)), ("log", (zero,)),
+                       ("pow", (neg,))):
+        attrs = {"exponent": 0.5} if op == "pow" else {}
+        with pytest.raises(ValueError, match=rf"tape.apply\('{op}'\).*Rule.*Fix"):
+            tape.apply(op, *inputs, **attrs)
 
 
 @pytest.mark.parametrize("bad", ["1.0", [1.0, 2.0], None, True])

@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import math
 from numbers import Real
+
+import numpy as np
 from typing import NamedTuple
 
 from ..errors import BackwardError, DtypeError, InplaceError, MinigradError
@@ -73,6 +75,7 @@ class Tape:
         self._instrs: list = []      # Instr views of _rows, built when first read
         self._backwards = 0          # backward passes run on this recording
         self._consumed = False       # a backward without retain=True has run
+        self._remaining = None       # the use counts of a backward_steps walk under way
 
     # -- slots --------------------------------------------------------------------------------
     def var(self, x, name=None) -> Slot:
@@ -117,7 +120,10 @@ class Tape:
         return built
 
     def use_counts(self) -> list[int]:
-        """How many times each slot is read by a recorded instruction (x * x reads x twice)."""
+        """How many times each slot is read by a recorded instruction (x * x reads x twice).
+        While a backward_steps walk is under way: how many of those reads are still to undo."""
+        if self._remaining is not None:
+            return list(self._remaining)
         uses = [0] * len(self.values)
         for code, a, b, out in self._rows:
             uses[a] += 1
@@ -268,7 +274,7 @@ class Tape:
         if op == "pow":
             attrs = {"exponent": self._exponent(attrs.get("exponent"))}
         slots = [self.index(x, op) for x in inputs]
-        value = self._forward(rule, slots, attrs)
+        value = self._forward(op, rule, slots, attrs)
         code = OP_NAMES.index(op)
         if code < BINARY:
             out = self._record2(code, value, slots[0], slots[1])
@@ -276,8 +282,16 @@ class Tape:
             out = self._record1(code, value, slots[0], attrs.get("exponent"))
         return Slot(self, out) if any(x.__class__ is Slot for x in inputs) else out
 
-    def _forward(self, rule, slots, attrs):
-        return float(rule.forward(*(self.values[i] for i in slots), **attrs))
+    def _forward(self, op: str, rule, slots, attrs):
+        inputs = [self.values[i] for i in slots]
+        try:
+            with np.errstate(divide="raise", invalid="raise"):
+                return float(rule.forward(*inputs, **attrs))
+        except (ZeroDivisionError, FloatingPointError) as err:
+            raise ValueError(f"tape.apply({op!r}) on slots {slots} = {inputs}: {err}. Rule: an op "
+                             f"must be defined at its inputs (log of a positive number, a non-zero "
+                             f"divisor). Fix: keep the inputs in the op's domain (add an epsilon, "
+                             f"clip).") from None
 
     # -- checking slots -----------------------------------------------------------------------
     def index(self, x, op: str = "use") -> int:
@@ -397,36 +411,52 @@ class Tape:
         return self._walk(out, retain, snapshot=True)
 
     def _walk(self, out, retain: bool, snapshot: bool):
-        """The plain reverse loop: for each instruction, newest first, call its rule and add
-        the input grads in; count the uses down and release what nobody needs any more."""
+        """The plain reverse loop: for each instruction, newest first, run its rule (_undo),
+        count its inputs' uses down and release what nobody needs any more."""
         out = self._seed(out, retain)
-        values, grads, requires_grad = self.values, self.grads, self.requires_grad
-        kinds = self.kinds
-        remaining = self.use_counts()
         instrs = self.instrs
         produced = {instr.output for instr in instrs}
-        for position in reversed(range(len(instrs))):
-            instr = instrs[position]
-            grad_output, writes = grads[instr.output], {}
-            if grad_output is not None:
-                inputs = [values[i] for i in instr.inputs]
-                input_grads = RULES[instr.op].backward(grad_output, inputs, values[instr.output],
-                                                       **instr.attrs)
-                for i, grad in zip(instr.inputs, input_grads):
-                    if requires_grad[i]:
-                        grads[i] = self._accumulate(grads[i], grad, i)
-                        writes[i] = self._snapshot(grads[i]) if snapshot else grads[i]
-            for i in instr.inputs:
-                remaining[i] -= 1
-            # A value is dead once its last reader and its own rule (it may read its output)
-            # have run; a var is kept, it is what the caller asked about.
-            freed = () if retain else tuple(dict.fromkeys(
-                i for i in (instr.output, *instr.inputs)
-                if remaining[i] == 0 and kinds[i] != "var"
-                and (i == instr.output or i not in produced)))
-            self._release(freed)
-            yield TapeStep(position, instr, tuple(writes.items()),
-                           tuple(remaining) if snapshot else remaining, freed)
+        self._remaining = None
+        remaining = self._remaining = self.use_counts()
+        try:
+            for position in reversed(range(len(instrs))):
+                instr = instrs[position]
+                writes = self._undo(instr, snapshot)
+                for i in instr.inputs:
+                    remaining[i] -= 1
+                freed = () if retain else self._dead(instr, remaining, produced)
+                self._release(freed)
+                yield TapeStep(position, instr, writes,
+                               tuple(remaining) if snapshot else remaining, freed)
+        finally:   # finished or abandoned: use_counts() reports the recording again
+            if self._remaining is remaining:
+                self._remaining = None
+
+    def _undo(self, instr: Instr, snapshot: bool) -> tuple:
+        """One instruction backwards: its rule turns the output's grad into grads that are added
+        into the inputs' grads. Returns (slot, grad) for each grad written."""
+        values, grads = self.values, self.grads
+        grad_output = grads[instr.output]
+        if grad_output is None:              # the output never reached the loss
+            return ()
+        inputs = [values[i] for i in instr.inputs]
+        input_grads = RULES[instr.op].backward(grad_output, inputs, values[instr.output],
+                                               **instr.attrs)
+        writes = {}
+        for i, grad in zip(instr.inputs, input_grads):
+            if self.requires_grad[i]:
+                grads[i] = self._accumulate(grads[i], grad, i)
+                writes[i] = self._snapshot(grads[i]) if snapshot else grads[i]
+        return tuple(writes.items())
+
+    def _dead(self, instr: Instr, remaining: list, produced: set) -> tuple:
+        """The slots this step leaves unneeded: no reads left and their own instruction undone
+        (a rule may read its output, as exp and tanh do). Never a var: its grad is the answer."""
+        kinds = self.kinds
+        return tuple(dict.fromkeys(
+            i for i in (instr.output, *instr.inputs)
+            if remaining[i] == 0 and kinds[i] != "var"
+            and (i == instr.output or i not in produced)))
 
     def _accumulate(self, total, grad, slot: int):
         grad = float(grad)     # the rules return numpy floats; the scalar tape keeps floats
@@ -456,6 +486,7 @@ class Tape:
                        self._rows, self._instrs):
             column.clear()
         self.generation += 1
+        self._remaining = None
         self._backwards = 0
         self._consumed = False
 

@@ -18,7 +18,6 @@ from ..arena import Pool
 from ..errors import DtypeError, ShapeError
 from ..kernels import sum_to_shape
 from .core import SlotError, Tape
-from .rules import OP_NAMES, RULES
 
 
 class TensorTape(Tape):
@@ -84,7 +83,7 @@ class TensorTape(Tape):
     def relu(self, a):
         return self.apply("relu", a)
 
-    def _forward(self, rule, slots, attrs):
+    def _forward(self, op, rule, slots, attrs):
         xs = [self.values[i] for i in slots]
         for i, x in zip(slots, xs):
             if x is None:
@@ -95,7 +94,6 @@ class TensorTape(Tape):
         try:
             shape = np.broadcast_shapes(*(x.shape for x in xs))
         except ValueError:
-            op = OP_NAMES[list(RULES.values()).index(rule)]
             raise ShapeError(f"tape.{op}: shapes {' and '.join(str(x.shape) for x in xs)} do not "
                              f"broadcast (slots {slots}). Fix: reshape one input.") from None
         out = self._alloc(shape, "temp", None)
