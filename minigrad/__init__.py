@@ -33,3 +33,4 @@ __all__ = [
 ]
 
 from . import data, nn, optim  # noqa: E402  (layers, optimisers, datasets, on the API above)
+from . import tape  # noqa: E402  (the slot tape of design E: an engine beside the eager one)

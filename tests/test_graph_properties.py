@@ -1,6 +1,7 @@
-"""Property tests on random DAGs: every backward order agrees with the others
-and with central differences, including fan-out, diamonds, shared
-subexpressions and dead branches (consumers that are never backpropagated)."""
+"""Property tests on random DAGs: every backward order (topo, pending, and the
+slot tape of minigrad.tape) agrees with the others and with central differences,
+including fan-out, diamonds, shared subexpressions and dead branches (consumers
+that are never backpropagated)."""
 import math
 import random
 from typing import NamedTuple
@@ -12,6 +13,7 @@ from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
 import minigrad as mg
+from minigrad.tape import Tape, TensorTape
 
 # --------------------------------------------------------------------------
 # the recipe: leaves, then ops on EARLIER nodes, then the nodes summed as loss
@@ -193,6 +195,86 @@ def test_leaf_grads_accumulate_across_two_graphs(recipe):
             assert leaf.grad is None
         else:
             np.testing.assert_allclose(leaf.grad, 2 * g, rtol=1e-12, atol=1e-15)
+
+
+# --------------------------------------------------------------------------
+# the slot tape (minigrad.tape) on the same recipes: topo = pending = tape
+# --------------------------------------------------------------------------
+# the recipe's ops written with tape slots (the tape has no sigmoid: 1 / (1 + e^-a))
+TAPE_OPS = {
+    "add": lambda a, b: a + b,
+    "sub": lambda a, b: a - b,
+    "mul": lambda a, b: a * b,
+    "mg.mul": lambda a, b: a.tape.mul(a, b),
+    "tanh": lambda a: a.tanh(),
+    "sigmoid": lambda a: 1.0 / (1.0 + (-a).exp()),
+    "exp_tanh": lambda a: a.tanh().exp(),
+    "neg": lambda a: -a,
+    "diamond_x_plus_x": lambda a: a + a,
+    "scale_half": lambda a: a * 0.5,
+    "one_minus": lambda a: 1.0 - a,
+}
+
+
+def tape_loss(recipe, leaves):
+    nodes = list(leaves)
+    for name, inputs in recipe.steps:
+        nodes.append(TAPE_OPS[name](*(nodes[i] for i in inputs)))
+    total = nodes[recipe.outputs[0]]
+    for i in recipe.outputs[1:]:
+        total = total + nodes[i]
+    return total
+
+
+def tensor_tape_grads(recipe):
+    """TensorTape: arrays in the slots; backward of the array loss differentiates its sum."""
+    tape = TensorTape()
+    leaves = [tape.var(a.copy()) for a in recipe.leaves]
+    tape.backward(tape_loss(recipe, leaves))
+    # use counts gave back every value that was read, and every temp's grad: the pool holds
+    # the vars, their grads and the consts no instruction read, nothing else
+    uses = tape.use_counts()
+    kept = [i for i, v in enumerate(tape.values) if v is not None]
+    assert all(tape.kinds[i] == "var" or uses[i] == 0 for i in kept)
+    assert all(tape.kinds[i] == "var" for i in tape._grad_blocks)
+    live = {id(block) for block in tape.pool.blocks if block.alive}
+    assert live == {id(tape._blocks[i]) for i in kept} | {id(b) for b in tape._grad_blocks.values()}
+    return [leaf.grad for leaf in leaves]
+
+
+def scalar_tape_grads(recipe, plain):
+    """The scalar Tape, once per element (every op of the recipe is elementwise)."""
+    grads = [np.zeros(recipe.shape) for _ in recipe.leaves]
+    reached = [False] * len(recipe.leaves)
+    tape = Tape()
+    for idx in np.ndindex(recipe.shape):
+        tape.reset()
+        leaves = [tape.var(float(a[idx])) for a in recipe.leaves]
+        tape.backward(tape_loss(recipe, leaves), plain=plain)
+        for k, leaf in enumerate(leaves):
+            if leaf.grad is not None:
+                grads[k][idx], reached[k] = leaf.grad, True
+    return [g if r else None for g, r in zip(grads, reached)]
+
+
+@SETTINGS
+@given(recipes())
+def test_tape_agrees_with_topo_and_pending_and_central_differences(recipe):
+    want = numeric_grads(recipe)
+    topo = grads_with(recipe, lambda loss: mg.backward(loss, order="topo"))
+    pending = grads_with(recipe, lambda loss: mg.backward(loss, order="pending"))
+    runs = {"topo": topo, "tensor-tape": tensor_tape_grads(recipe),
+            "tape": scalar_tape_grads(recipe, plain=False),
+            "tape-plain": scalar_tape_grads(recipe, plain=True)}
+    problems = []
+    for label, grads in runs.items():
+        # the same leaves are reached (a leaf cut off from the loss gets no grad)
+        assert [g is None for g in grads] == [g is None for g in pending], label
+        grads = [as_array(g, recipe.shape) for g in grads]
+        problems += grad_mismatches(grads, want, rtol=1e-5, atol=1e-6, label=f"{label} vs numeric")
+        problems += grad_mismatches(grads, [as_array(g, recipe.shape) for g in pending],
+                                    rtol=1e-9, atol=1e-12, label=f"{label} vs pending")
+    assert not problems, "\n".join(problems)
 
 
 # --------------------------------------------------------------------------
