@@ -1,6 +1,6 @@
 """TapeView's Python side: the tape's document (checked against tape.schema.json and against the
 tape itself), live stepping on the real tape, what one step sends, replays and save_html.
-(The browser side is tested in tests/browser/test_tapeview.py.)"""
+(The browser side is tested in tests/browser/test_tapeview_browser.py.)"""
 import json
 import math
 import pathlib

@@ -155,7 +155,7 @@ class TapeView {
       cell("mg-slot", `s${i}`),
       h("span", { class: "mg-name", role: "cell", text: s.names[i] || "", title: s.names[i] || "" }),
       h("span", { role: "cell" }, h("span", { class: "mg-kind", text: kind, title: kind === "const" ? "const: requires no grad; an op whose inputs are all const records no instruction" : kind })),
-      cell("mg-value", s.values[i] ? showValues(s.values[i], undefined, 4) + shape : "(freed)"),
+      h("span", { class: "mg-value", role: "cell", text: s.values[i] ? showValues(s.values[i], undefined, 4) + shape : "(freed)", title: s.values[i] ? showValues(s.values[i], undefined, 4) + shape : "" }),
       cell("mg-grad", ""),
       cell("mg-rg", s.requires_grad[i] ? "yes" : "no"),
       cell("mg-uses", ""),
@@ -421,6 +421,8 @@ class TapeView {
     const rule = doc.rules && doc.rules[ins.op];
     if (rule) lines.push(`backward rule of ${ins.op}: ${rule}  (a, b: inputs, y: output)`);
     if (delta.grads.length) lines.push(`grads written: ${delta.grads.map(([slot, g]) => `${this.label(slot)} = ${showValues(g, undefined, 4)}`).join("; ")}`);
+    else if (this.state.grads[ins.output] === null || this.state.grads[ins.output] === undefined)
+      lines.push(`no grad written: ${this.label(ins.output)} has no grad (it does not lead to ${this.label(doc.output)})`);
     else lines.push("no grad written (no input requires grad)");
     if (delta.uses.length) lines.push(`uses left: ${delta.uses.map(([slot, c]) => `${this.label(slot)} → ${c}`).join(", ")}`);
     if (delta.freed.length) lines.push(`freed (no use left): ${delta.freed.map((slot) => this.label(slot)).join(", ")}`);
