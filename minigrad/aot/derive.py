@@ -154,7 +154,9 @@ def process_in_reverse(forward: Graph, opts, needs: set, rules, log: list) -> Gr
         d_inputs = [_piece_name(t, op, i, expected, opts) if t in needs else None
                     for i, t in enumerate(op.inputs)]
         rule = rules.rule_for(op)
-        ops = list(rule(BackwardRuleContext(op, d_outputs, d_inputs, forward, counter)))
+        ctx = BackwardRuleContext(op, d_outputs, d_inputs, forward, counter)
+        ops = list(rule(ctx))
+        backward.shape_env.update(ctx.new_shapes)
         _check_rule_output(op, rule, ops, d_inputs, forward, known)
         backward.operations += ops
         log.append(DerivationStep("apply_rule", f"{op.id} ({op.type}): rule {rule.__name__} "
