@@ -142,12 +142,11 @@ def process_in_reverse(forward: Graph, opts, needs: set, rules, log: list) -> Gr
     counter = [0]
     known = {p + opts.loss_name}
     for op in reversed(forward.operations):
-        if op not in emitted:
-            if any(t in needs for t in op.outputs) or not any(t in needs for t in op.inputs):
-                why = "no input needs a gradient" if any(t in needs for t in op.outputs) else \
-                      "its outputs do not reach the loss (or need no gradient)"
-                log.append(DerivationStep("skip", f"{op.id} ({op.type}): nothing emitted, {why}",
-                                          forward_op=op.id, tensors=list(op.outputs)))
+        if op not in emitted:   # dead code, or a path no gradient flows along
+            why = "no input needs a gradient" if any(t in needs for t in op.outputs) else \
+                  "its outputs do not reach the loss (or need no gradient)"
+            log.append(DerivationStep("skip", f"{op.id} ({op.type}): nothing emitted, {why}",
+                                      forward_op=op.id, tensors=list(op.outputs)))
             continue
         d_outputs = [_final_grad(t, grad_of, pieces, expected, opts, op) if t in needs else None
                      for t in op.outputs]
