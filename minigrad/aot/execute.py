@@ -86,8 +86,18 @@ class Executor:
     def run(self, *inputs):
         """Forward then backward on new input values; returns the loss (a 0-d array)."""
         env = self.env
+        if len(inputs) != len(self.forward.inputs):
+            raise ExecuteError(f"Executor.run: the graph has inputs {self.forward.inputs}, got "
+                               f"{len(inputs)} values. Fix: pass one array per input, in order.")
         for name, value in zip(self.forward.inputs, inputs):
-            np.copyto(env[name], value.data if hasattr(value, "data") else value)
+            value = value.data if hasattr(value, "data") else value
+            buffer = env[name]
+            if np.shape(value) != buffer.shape:
+                raise ExecuteError(
+                    f"Executor.run: input '{name}' has shape {np.shape(value)}, the plan was "
+                    f"compiled for {buffer.shape}. Rule: an ahead-of-time plan has static shapes. "
+                    f"Fix: capture and compile again with an example of the new shape.")
+            np.copyto(buffer, value)
         for fn, args in self.forward_calls:
             fn(*args)
         for fn, args in self.backward_calls:
