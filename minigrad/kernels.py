@@ -124,11 +124,15 @@ def matmul_backward(a: np.ndarray, b: np.ndarray, grad_output: np.ndarray, need_
 # into its own buffers; the math is the same either way.
 
 def tanh_backward(y: np.ndarray, grad_output: np.ndarray, out=None) -> np.ndarray:
-    """d tanh: g * (1 - y^2), from the output y."""
-    grad = np.multiply(y, y, out=out)
-    np.subtract(1.0, grad, out=grad)
-    grad *= grad_output
-    return grad
+    """d tanh: g * (1 - y^2), from the output y, computed as g - (g y) y.
+
+    (Written with arrays only and out passed by position: on tiny arrays a Python scalar operand
+    or an out= keyword costs as much as the arithmetic, and a compiled aot plan calls this once
+    per tanh.)
+    """
+    grad = np.multiply(grad_output, y, out)
+    np.multiply(grad, y, grad)
+    return np.subtract(grad_output, grad, grad)
 
 
 def relu_backward(x: np.ndarray, grad_output: np.ndarray, out=None) -> np.ndarray:
