@@ -66,3 +66,9 @@ def test_a_name_written_twice_is_refused():
     forward.operations.append(aot.Operation("again", "tanh", ("a",), ("tanh_0",)))
     with pytest.raises(aot.DeriveError, match="'tanh_0' is written twice"):
         aot.derive_backward_graph(forward)
+
+
+def test_a_loss_that_is_not_a_scalar_is_refused():
+    forward = aot.capture(lambda a: a.tanh(), leaf(2, 3))
+    with pytest.raises(aot.DeriveError, match=r"loss 'loss' has shape \(2, 3\).*scalar.*\.sum\(\)"):
+        aot.derive_backward_graph(forward)

@@ -81,6 +81,10 @@ def build_producer_map(forward: Graph, opts, log: list) -> dict:
     if opts.loss_name not in producer:
         raise DeriveError(f"loss_name '{opts.loss_name}' is not a tensor of the forward graph "
                           f"(outputs: {forward.outputs}). Fix: DeriveBackwardOptions(loss_name=...).")
+    info = forward.shape_env.get(opts.loss_name)
+    if info is not None and int(np.prod(info.shape)) != 1:
+        raise DeriveError(f"loss '{opts.loss_name}' has shape {info.shape}. Rule: backward starts "
+                          f"from a scalar (d_loss = 1). Fix: reduce it first, e.g. .sum() or .mean().")
     for name in (*opts.stop_gradients, *opts.extra_saves):
         if name not in producer:
             raise DeriveError(f"'{name}' (in stop_gradients or extra_saves) is not a tensor of the "
