@@ -230,3 +230,16 @@ def pow_backward(x: np.ndarray, exponent, grad_output: np.ndarray, out=None) -> 
 def relu(x: np.ndarray, out=None) -> np.ndarray:
     """max(x, 0)."""
     return np.maximum(x, 0, out=out)
+
+
+def mse(pred: np.ndarray, target: np.ndarray, out=None) -> np.ndarray:
+    """mean((pred - target)^2), as a 0-d array (written into out when given)."""
+    diff = pred - target
+    return np.divide(np.vdot(diff, diff), diff.size, out=out)
+
+
+def mse_backward(pred: np.ndarray, target: np.ndarray, grad_output: np.ndarray, out=None) -> np.ndarray:
+    """d mse / d pred: 2 (pred - target) / n * g (the target's gradient is its negative)."""
+    grad = np.subtract(pred, target, out=out)
+    grad *= 2.0 * grad_output / grad.size
+    return grad

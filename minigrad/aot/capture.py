@@ -167,5 +167,6 @@ CAPTURED = {
     "reshape": lambda node, v, inputs: ("view", {"shape": tuple(v.shape)}),
     "transpose": lambda node, v, inputs: ("transpose", {"axes": node.axes}),
     "softmax": _along_axis("softmax"), "log_softmax": _along_axis("log_softmax"),
-    "cross_entropy": _same("cross_entropy"),
+    "cross_entropy": _same("cross_entropy"), "mse": _same("mse"),
+    "broadcast_to": lambda node, v, inputs: ("broadcast_to", {"shape": tuple(v.shape)}),
 }

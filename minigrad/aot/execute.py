@@ -287,6 +287,19 @@ def _cross_entropy_backward(grad_output, logits, targets, **attrs):
                  np.empty_like(logits))
 
 
+def _mse(pred, target, **attrs):
+    return _call(kernels.mse, pred, target, np.empty((), np.result_type(pred, target)))
+
+
+def _mse_backward(grad_output, pred, target, **attrs):
+    return _call(kernels.mse_backward, pred, target, grad_output,
+                 np.empty(np.broadcast_shapes(pred.shape, target.shape), pred.dtype))
+
+
+def _broadcast_to(x, shape=None, **attrs):
+    return np.broadcast_to(x, shape), []   # a read-only view: nothing to run
+
+
 def _zeros(shape=(), dtype="float64", **attrs):
     return np.zeros(shape, dtype), []
 
@@ -312,4 +325,5 @@ COMPILERS = {
     "sum": _sum, "mean": _mean, "expand": _expand, "sum_to_shape": _sum_to_shape,
     "pow": _pow, "pow_backward": _pow_backward,
     "cross_entropy": _cross_entropy, "cross_entropy_backward": _cross_entropy_backward,
+    "mse": _mse, "mse_backward": _mse_backward, "broadcast_to": _broadcast_to,
 }
