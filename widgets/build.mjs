@@ -5,6 +5,7 @@
 //   graph.js        GraphView        (anywidget ESM, no Graphviz inside)
 //   stepper.js      BackwardStepper  (anywidget ESM, no Graphviz inside)
 //   memory.js       MemoryView       (anywidget ESM, no Graphviz inside)
+//   aot.js          AotView          (anywidget ESM, no Graphviz inside)
 //   standalone.js   classic script for the self-contained HTML export: the engine and the three
 //                   views, window.minigrad.mount(el, {widget, trace, dot, options})
 //   standalone.css  the same styles as a file (the scripts also inject them)
@@ -169,6 +170,7 @@ for (const [name, entry] of [
   ["graph.js", "src/view-graph.js"],
   ["stepper.js", "src/view-stepper.js"],
   ["memory.js", "src/view-memory.js"],
+  ["aot.js", "src/view-aot.js"],
 ]) {
   write(name, await bundle({ entryPoints: [entry], format: "esm", ...ownNotice }));
 }
@@ -179,7 +181,7 @@ write("standalone.css", await bundle({ entryPoints: ["src/styles.css"], loader: 
 write("THIRD_PARTY_LICENSES.txt", notices);
 
 // 4. Sizes.
-const views = ["graph.js", "stepper.js", "memory.js"];
+const views = ["graph.js", "stepper.js", "memory.js", "aot.js"];
 console.log(`minigrad widgets ${pkg.version} -> ${path.relative(process.cwd(), outdir) || "."}`);
 for (const name of readdirSync(outdir).sort()) {
   const bytes = statSync(path.join(outdir, name)).size;

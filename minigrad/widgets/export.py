@@ -33,14 +33,16 @@ def save_html(widget, path, *, finish: bool = True) -> pathlib.Path:
     """Write widget's trace and drawing into one HTML file that works offline (slides, a course
     page, an LMS). A live BackwardStepper runs backward to the end first unless finish=False."""
     from .views import BackwardStepper, GraphView, MemoryView   # (the views import this module)
+    from .aotview import AotView
 
     if isinstance(widget, BackwardStepper) and finish:
         widget.finish()
     # isinstance, not type(): traitlets' add_traits gives each widget instance a subclass.
     kind = next((name for cls, name in ((GraphView, "graph"), (BackwardStepper, "stepper"),
-                                        (MemoryView, "memory")) if isinstance(widget, cls)), None)
+                                        (MemoryView, "memory"), (AotView, "aot"))
+                 if isinstance(widget, cls)), None)
     if kind is None:
-        raise TypeError(f"save_html: expected a GraphView, BackwardStepper or MemoryView, got "
+        raise TypeError(f"save_html: expected a GraphView, BackwardStepper, MemoryView or AotView, got "
                         f"{type(widget).__name__}.")
     trace = widget.current_trace
     data = {"widget": kind, "trace": trace, "dot": widget.dot, "options": widget.options,

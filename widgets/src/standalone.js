@@ -9,8 +9,9 @@ import { startEngine } from "./engine-core.js";
 import { renderGraphView } from "./view-graph.js";
 import { renderStepper } from "./view-stepper.js";
 import { renderMemoryView } from "./view-memory.js";
+import { renderAotView } from "./view-aot.js";
 
-const VIEWS = { graph: renderGraphView, stepper: renderStepper, memory: renderMemoryView };
+const VIEWS = { graph: renderGraphView, stepper: renderStepper, memory: renderMemoryView, aot: renderAotView };
 
 function ensureEngine() {
   const slot = engineSlot();
@@ -25,7 +26,7 @@ function ensureEngine() {
 
 function mount(el, { widget = "graph", trace = null, dot = "", options = {}, message = "", frame, live = false } = {}) {
   const render = VIEWS[widget];
-  if (!render) throw new Error(`minigrad.mount: unknown widget ${JSON.stringify(widget)} (graph, stepper or memory)`);
+  if (!render) throw new Error(`minigrad.mount: unknown widget ${JSON.stringify(widget)} (graph, stepper, memory or aot)`);
   if (!el || typeof el.appendChild !== "function") throw new Error("minigrad.mount: el must be an element");
   if (widget !== "memory" && !message && dot) ensureEngine();
   const model = new FakeModel({

@@ -1,0 +1,105 @@
+"""AotView: a captured forward graph and the backward graph derived from it, side by side.
+
+Python builds the document (minigrad/aot/document.py) and its DOT once; the browser lays the
+two graphs out together and replays the derivation, one backward rule per step.
+"""
+from __future__ import annotations
+
+import graphviz
+import traitlets
+
+from ._base import MAX_NODES, TraceWidget, too_big_message
+from .dot import _label, _shape
+
+TENSOR_STYLE = {
+    "input": {"shape": "box", "style": "filled", "fillcolor": "#e5e7eb"},
+    "constant": {"shape": "box", "style": "filled", "fillcolor": "#e5e7eb"},
+    "param": {"shape": "box", "style": "filled,rounded", "fillcolor": "#fde68a"},
+    "activation": {"shape": "box", "style": "filled,rounded", "fillcolor": "#ffffff"},
+    "output": {"shape": "box", "style": "filled,rounded,bold", "fillcolor": "#e1f4e8"},
+    "grad": {"shape": "box", "style": "filled,rounded", "fillcolor": "#ebfbee"},
+}
+OP_STYLE = {
+    "forward": {"shape": "ellipse", "style": "filled", "fillcolor": "#efe8fb"},
+    "backward": {"shape": "ellipse", "style": "filled", "fillcolor": "#e3fafc"},
+    "accumulate": {"shape": "doublecircle", "style": "filled", "fillcolor": "#fff4e6",
+                   "width": "0.3", "fixedsize": "false"},
+}
+EDGE_STYLE = {
+    "input": {}, "output": {},
+    # Reads across the two graphs must not bend either layout: each graph keeps its own ranks.
+    "saved": {"color": "#c2255c", "style": "dashed", "constraint": "false", "arrowhead": "odot"},
+    "param": {"color": "#b7791f", "style": "dotted", "constraint": "false", "arrowhead": "vee"},
+}
+
+
+def _node_css(node: dict) -> str:
+    if node["type"] == "op":
+        kind = "fwd" if node["graph"] == "forward" else "bwd"
+        extra = " accumulate" if node.get("kind") == "accumulate" else ""
+        return f"op {kind}{extra}" + ("" if node.get("needs_grad", True) else " nograd")
+    css = f"tensor {node['role']}"
+    if node.get("piece"):
+        css += " piece"
+    if node.get("saved"):
+        css += " saved"
+    if node.get("why_no_grad"):
+        css += " nograd"
+    return css
+
+
+def to_aot_dot(document: dict) -> str:
+    """The forward graph (left) and the backward graph (right), top to bottom, as one digraph."""
+    dot = graphviz.Digraph(graph_attr={"rankdir": "TB", "nodesep": "0.2", "ranksep": "0.3",
+                                       "fontname": "Helvetica", "bgcolor": "transparent",
+                                       "newrank": "true"},
+                           node_attr={"fontname": "Helvetica", "fontsize": "10", "height": "0.28"},
+                           edge_attr={"arrowsize": "0.55", "color": "#374151"})
+    nodes = {n["id"]: n for n in document["nodes"]}
+    for graph, title in (("forward", "forward (captured)"), ("backward", "backward (derived)")):
+        with dot.subgraph(name=f"cluster_{graph}") as cluster:
+            cluster.attr(label=title, fontsize="11", color="#d0d7de", style="rounded")
+            for node in document["nodes"]:
+                if node["graph"] != graph:
+                    continue
+                if node["type"] == "op":
+                    kind = "accumulate" if node.get("kind") == "accumulate" else graph
+                    style = OP_STYLE[kind]
+                    label = _label("+" if kind == "accumulate" else node["label"])
+                else:
+                    style = TENSOR_STYLE[node["role"]]
+                    label = _label(node["label"], _shape(node.get("shape") or []))
+                cluster.node(node["id"], label=label, id=node["id"],
+                             **{"class": _node_css(node)}, **style)
+    for index, edge in enumerate(document["edges"]):
+        greyed = any(nodes[end].get("why_no_grad") or nodes[end].get("needs_grad") is False
+                     for end in (edge["source"], edge["target"]))
+        dot.edge(edge["source"], edge["target"], id=f"e{index}",
+                 **{"class": edge["kind"] + (" nograd" if greyed else "")},
+                 **EDGE_STYLE[edge["kind"]])
+    return dot.source
+
+
+class AotView(TraceWidget):
+    """The forward graph and its derived backward graph side by side: `saved.` reads drawn from
+    the forward tensors to the backward operations that read them, fan-out sums marked, tensors
+    without a gradient greyed; the derivation replays one rule per step (`frame` is the step
+    shown, synced both ways), and the memory plan is drawn as live ranges."""
+
+    _bundle_name = "aot.js"
+    frame = traitlets.Int(0).tag(sync=True)
+
+    def __init__(self, forward, backward=None, *, steps=None, plan=None, options=None,
+                 title: str | None = None, max_nodes: int = MAX_NODES) -> None:
+        from ..aot.document import aot_document   # (the aot package is not needed before)
+
+        document = aot_document(forward, backward, steps=steps, plan=plan, options=options,
+                                title=title)
+        message = too_big_message(document, max_nodes)
+        super().__init__(document, dot="" if message else to_aot_dot(document), message=message,
+                         title=title or "")
+
+    @property
+    def steps(self) -> list:
+        """The derivation steps the view replays (one sentence each)."""
+        return self.trace["steps"]
