@@ -45,6 +45,8 @@ def _forward_nodes(forward: Graph, backward: Graph, grad_prefix: str, stop: set)
     """Nodes and edges of the forward graph; the map from tensor name to node id."""
     produced = {name for op in backward.operations for name in op.outputs}
     produced |= set(backward.inputs)
+    # with accumulate_grads=False a gradient may exist only as pieces d_x_from_<op>
+    produced |= {name.split("_from_")[0] for name in produced}
     tensor_id, nodes, edges = {}, [], []
 
     def tensor(name: str, role: str) -> str:
@@ -141,38 +143,21 @@ def _backward_nodes(forward: Graph, backward: Graph, tensor_id: dict, op_step: d
     return nodes, edges
 
 
-def _field(step, *names, default=None):
-    for name in names:
-        value = step.get(name) if isinstance(step, dict) else getattr(step, name, None)
-        if value is not None:
-            return value
-    return default
-
-
-def _normalize_steps(steps, forward: Graph, backward: Graph) -> list:
+def _normalize_steps(steps, backward: Graph) -> list:
     """The derivation as [{kind, op (forward operation id or None), rule, emitted (backward
-    operation ids), text}], starting with the seed and ending with the required saves."""
-    out = [{"kind": "seed", "op": None, "rule": None, "emitted": [],
-            "text": f"seed: {', '.join(backward.inputs) or 'd_loss'} = 1; backward starts at the "
-                    f"loss {', '.join(forward.outputs)}"}]
-    if steps is None:   # no recorded derivation: one backward operation per step
-        steps = [{"kind": "emit", "emitted": [op], "text": f"emit {op.text()}"}
+    operation ids), text}]: derive_backward_graph's DerivationSteps (producer map, needs_grad,
+    one apply_rule or skip per forward operation, accumulations, required saves). Without
+    them, each backward operation is one step."""
+    if steps is None:
+        steps = [{"kind": "emit", "text": f"emit {op.text()}", "emitted": [op]}
                  for op in backward.operations]
+        steps.append({"kind": "required_saves", "text": f"save list: {', '.join(backward.save) or 'empty'}"})
+    out = []
     for step in steps:
-        fwd = _field(step, "fwd_op", "forward_op", "op")
-        emitted = _field(step, "emitted", "operations", "ops", default=[])
-        kind = _field(step, "kind", default="rule")
-        if kind in ("seed", "saves"):
-            continue    # (made here, with the view's words)
-        out.append({"kind": kind, "op": getattr(fwd, "id", fwd),
-                    "rule": _field(step, "rule", "rule_name"),
-                    "emitted": [getattr(op, "id", op) for op in emitted],
-                    "text": str(_field(step, "text", "sentence", default=kind))})
-    saves = list(backward.save)
-    out.append({"kind": "saves", "op": None, "rule": None, "emitted": [],
-                "text": f"required saves: the backward operations read "
-                        f"{', '.join('saved.' + s for s in saves) or 'no saved. tensor'}, so "
-                        f"forward keeps {len(saves)} tensor(s): {', '.join(saves) or 'none'}"})
+        get = step.get if isinstance(step, dict) else lambda name, s=step: getattr(s, name, None)
+        out.append({"kind": get("kind") or "step", "op": get("forward_op"), "rule": get("rule"),
+                    "emitted": [getattr(op, "id", op) for op in (get("emitted") or [])],
+                    "text": str(get("text") or get("kind"))})
     return out
 
 
@@ -183,7 +168,7 @@ def aot_document(forward: Graph, backward: Graph, *, steps=None, plan=None, opti
     stop = set(getattr(options, "stop_gradients", ()) or ())
     nodes, edges, tensor_id = _forward_nodes(forward, backward, grad_prefix, stop)
     fwd_op_id = {op.id: f"o{k}" for k, op in enumerate(forward.operations)}
-    derivation = _normalize_steps(steps, forward, backward)
+    derivation = _normalize_steps(steps, backward)
     op_step = {}
     for k, step in enumerate(derivation):
         step["op"] = fwd_op_id.get(step["op"], None) if step["op"] is not None else None
@@ -193,6 +178,10 @@ def aot_document(forward: Graph, backward: Graph, *, steps=None, plan=None, opti
     back_id = {n["name"]: n["id"] for n in back_nodes if n["type"] == "op"}
     for step in derivation:
         step["emitted"] = [back_id[name] for name in step["emitted"] if name in back_id]
+    applied = {step["op"] for step in derivation if step["kind"] == "apply_rule"}
+    for node in nodes:
+        if node["type"] == "op" and steps is not None:
+            node["needs_grad"] = node["id"] in applied
     for node in back_nodes:
         if node["type"] == "op":
             step = derivation[node["step"]]
@@ -201,12 +190,20 @@ def aot_document(forward: Graph, backward: Graph, *, steps=None, plan=None, opti
     return {"schema": SCHEMA, "version": VERSION, "title": title,
             "nodes": nodes + back_nodes, "edges": edges + back_edges, "steps": derivation,
             "save": list(backward.save), "forward_text": forward.text(),
-            "backward_text": backward.text(), "plan": plan_document(plan, tensor_id),
+            "backward_text": backward.text(),
+            "plan": plan_document(plan, {**tensor_id, **{n["name"]: n["id"] for n in back_nodes
+                                                          if n["type"] == "tensor"}}),
             "initial_frame": 0}
 
 
-def plan_document(plan, tensor_id: dict) -> dict | None:
-    """The memory plan's live ranges for the strip under the graphs (None without a plan)."""
+def plan_document(plan, ids: dict) -> dict | None:
+    """A MemoryPlan (plan.py) as the strip under the graphs: one live range per tensor over the
+    steps of forward then backward (None without a plan). ids: tensor name -> drawn node id."""
     if plan is None:
         return None
-    return plan if isinstance(plan, dict) else None
+    return {"timeline": list(plan.steps), "backward_start": int(plan.n_forward),
+            "ranges": [{"tensor": r.name, "node": ids.get(r.name), "kind": r.kind,
+                        "nbytes": int(r.nbytes), "start": int(r.start), "end": int(r.end)}
+                       for r in plan.ranges],
+            "peak_bytes": int(plan.peak_bytes), "peak_at": int(plan.peak_step),
+            "saved_bytes": int(plan.saved_bytes), "policy": getattr(plan, "policy", None)}

@@ -89,15 +89,25 @@ class AotView(TraceWidget):
     _bundle_name = "aot.js"
     frame = traitlets.Int(0).tag(sync=True)
 
-    def __init__(self, forward, backward=None, *, steps=None, plan=None, options=None,
-                 title: str | None = None, max_nodes: int = MAX_NODES) -> None:
+    def __init__(self, forward, backward=None, *, steps=None, options=None, registry=None,
+                 plan=None, title: str | None = None, max_nodes: int = MAX_NODES) -> None:
         from ..aot.document import aot_document   # (the aot package is not needed before)
+        from ..aot.derive import derive_backward_graph
 
+        if backward is None or steps is None:
+            # Derive again to record the steps; a given backward graph must be what they make.
+            derived, derived_steps = derive_backward_graph(forward, options, registry=registry,
+                                                           steps=True)
+            if backward is None:
+                backward = derived
+            if [o.text() for o in derived.operations] == [o.text() for o in backward.operations]:
+                steps = derived_steps
         document = aot_document(forward, backward, steps=steps, plan=plan, options=options,
                                 title=title)
         message = too_big_message(document, max_nodes)
         super().__init__(document, dot="" if message else to_aot_dot(document), message=message,
                          title=title or "")
+        self.forward, self.backward = forward, backward
 
     @property
     def steps(self) -> list:

@@ -11,6 +11,7 @@ const KIND_TEXT = {
   activation: "activation (freed in forward)",
   grad: "gradient",
   recomputed: "recomputed in backward",
+  temp: "temporary (backward)",
 };
 
 const pct = (x, extent) => `${Math.max(0, Math.min(100, (100 * x) / Math.max(1, extent))).toFixed(3)}%`;
