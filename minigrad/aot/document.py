@@ -110,7 +110,7 @@ def _backward_nodes(forward: Graph, backward: Graph, tensor_id: dict, op_step: d
         if name not in grad_id:
             grad_id[name] = f"g{len(grad_id)}"
             # A piece: one consumer's share of a fan-out gradient, summed later into d_x.
-            piece = "_from_" in name or (not name.startswith(grad_prefix))
+            piece = "_from_" in name or "_accum" in name or not name.startswith(grad_prefix)
             nodes.append({"id": grad_id[name], "type": "tensor", "graph": "backward", "name": name,
                           "label": name, "role": "grad", "piece": piece, "step": step,
                           **_grad_info(forward, backward, name, grad_prefix)})
