@@ -102,7 +102,7 @@ def _grad_info(forward: Graph, backward: Graph, name: str, grad_prefix: str) -> 
 def _backward_nodes(forward: Graph, backward: Graph, tensor_id: dict, op_step: dict,
                     grad_prefix: str):
     """Nodes and edges of the backward graph. op_step: backward operation id -> the derivation
-    step that emitted it (the seed d_loss belongs to step 0)."""
+    step that emitted it."""
     grad_id, nodes, edges = {}, [], []
     producer = {name: op.id for op in backward.operations for name in op.outputs}
 
@@ -116,8 +116,10 @@ def _backward_nodes(forward: Graph, backward: Graph, tensor_id: dict, op_step: d
                           **_grad_info(forward, backward, name, grad_prefix)})
         return grad_id[name]
 
+    # the seed d_loss appears with the first operation that reads it
+    first = min(op_step.values(), default=0)
     for name in backward.inputs:
-        grad(name, 0)
+        grad(name, first)
     for k, op in enumerate(backward.operations):
         op_id, step = f"b{k}", op_step.get(op.id, 0)
         reads, saved_reads = [], []
