@@ -221,3 +221,8 @@ def pow_backward(x: np.ndarray, exponent, grad_output: np.ndarray, out=None) -> 
     grad *= exponent
     grad *= grad_output
     return grad
+
+
+def relu(x: np.ndarray, out=None) -> np.ndarray:
+    """max(x, 0)."""
+    return np.maximum(x, 0, out=out)

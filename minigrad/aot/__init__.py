@@ -13,3 +13,5 @@ __all__ = ["Graph", "Operation", "TensorInfo", "capture", "CaptureError",
            "BackwardRuleRegistry", "BackwardRuleContext", "MissingRuleError", "registry", "saved_ref"]
 from .execute import ExecuteError, Executor  # noqa: E402
 __all__ += ["Executor", "ExecuteError"]
+from .plan import LiveRange, MemoryPlan, PlanError, plan_memory, recompute_saves  # noqa: E402
+__all__ += ["plan_memory", "recompute_saves", "MemoryPlan", "LiveRange", "PlanError"]

@@ -127,10 +127,12 @@ def propagate_needs_grad(forward: Graph, opts, producer: dict, log: list) -> set
 def process_in_reverse(forward: Graph, opts, needs: set, rules, log: list) -> Graph:
     """Steps 3 and 4: rules from the loss back, fan-out pieces summed as they arrive."""
     p = opts.grad_prefix
-    emitted = [op for op in forward.operations
-               if any(t in needs for t in op.outputs) and any(t in needs for t in op.inputs)]
+    emitted = {op.id for op in forward.operations
+               if any(t in needs for t in op.outputs) and any(t in needs for t in op.inputs)}
     expected: dict = {}
-    for op in emitted:
+    for op in forward.operations:
+        if op.id not in emitted:
+            continue
         for t in op.inputs:
             if t in needs:
                 expected[t] = expected.get(t, 0) + 1
@@ -141,21 +143,23 @@ def process_in_reverse(forward: Graph, opts, needs: set, rules, log: list) -> Gr
     pieces: dict = {}
     counter = [0]
     known = {p + opts.loss_name}
+    readable = _readable(forward)
     for op in reversed(forward.operations):
-        if op not in emitted:
-            if any(t in needs for t in op.outputs) or not any(t in needs for t in op.inputs):
-                why = "no input needs a gradient" if any(t in needs for t in op.outputs) else \
-                      "its outputs do not reach the loss (or need no gradient)"
-                log.append(DerivationStep("skip", f"{op.id} ({op.type}): nothing emitted, {why}",
-                                          forward_op=op.id, tensors=list(op.outputs)))
+        if op.id not in emitted:   # dead code, or a path no gradient flows along
+            why = "no input needs a gradient" if any(t in needs for t in op.outputs) else \
+                  "its outputs do not reach the loss (or need no gradient)"
+            log.append(DerivationStep("skip", f"{op.id} ({op.type}): nothing emitted, {why}",
+                                      forward_op=op.id, tensors=list(op.outputs)))
             continue
         d_outputs = [_final_grad(t, grad_of, pieces, expected, opts, op) if t in needs else None
                      for t in op.outputs]
         d_inputs = [_piece_name(t, op, i, expected, opts) if t in needs else None
                     for i, t in enumerate(op.inputs)]
         rule = rules.rule_for(op)
-        ops = list(rule(BackwardRuleContext(op, d_outputs, d_inputs, forward, counter)))
-        _check_rule_output(op, rule, ops, d_inputs, forward, known)
+        ctx = BackwardRuleContext(op, d_outputs, d_inputs, forward, counter)
+        ops = list(rule(ctx))
+        backward.shape_env.update(ctx.new_shapes)
+        _check_rule_output(op, rule, ops, d_inputs, readable, known)
         backward.operations += ops
         log.append(DerivationStep("apply_rule", f"{op.id} ({op.type}): rule {rule.__name__} "
                                   f"emitted {len(ops)} op(s) for {', '.join(n for n in d_inputs if n) }",
@@ -219,11 +223,16 @@ def _leaf_grads(t, grad_of, pieces, expected, opts) -> list:
     return [grad_of[t]]
 
 
-def _check_rule_output(op, rule, ops, d_inputs, forward, known: set) -> None:
+def _readable(forward: Graph) -> tuple:
+    """(forward tensors a rule may read saved, tensors it may read directly)."""
+    activations = {t for o in forward.operations for t in o.outputs} | set(forward.inputs)
+    return activations, set(forward.params) | set(forward.constants)
+
+
+def _check_rule_output(op, rule, ops, d_inputs, readable_sets, known: set) -> None:
     """Unknown names and unsaved activations are bugs of the rule: say which, and the fix."""
     name = getattr(rule, "__name__", repr(rule))
-    forward_tensors = {t for o in forward.operations for t in o.outputs} | set(forward.inputs)
-    readable = set(forward.params) | set(forward.constants)
+    forward_tensors, readable = readable_sets
     for b in ops:
         if not isinstance(b, Operation):
             raise DeriveError(f"rule {name} for {op.id} ({op.type}) returned {b!r}, not an "

@@ -258,7 +258,7 @@ COMPILERS = {
     "add": _ufunc(np.add), "bias_add": _ufunc(np.add), "subtract": _ufunc(np.subtract),
     "multiply": _ufunc(np.multiply), "divide": _ufunc(np.divide), "neg": _ufunc(np.negative),
     "exp": _ufunc(np.exp), "log": _ufunc(np.log), "tanh": _ufunc(np.tanh),
-    "relu": lambda x, **a: _call(np.maximum, x, 0, np.maximum(x, 0)),
+    "relu": _activation(kernels.relu),
     "sigmoid": _activation(kernels.sigmoid), "silu": _activation(kernels.silu),
     "gelu": _activation(kernels.gelu),
     "tanh_backward": _grad_kernel(kernels.tanh_backward),

@@ -94,6 +94,11 @@ def is_saved(name: str) -> bool:
     return name.startswith(SAVED_PREFIX)
 
 
+def saved_name_of(name: str) -> str:
+    """"x" -> "saved.x" (what rules.saved_ref returns; here for modules below the rules)."""
+    return SAVED_PREFIX + name
+
+
 def unsaved(name: str) -> str:
     """"saved.x" -> "x" (names without the prefix come back unchanged)."""
     return name.removeprefix(SAVED_PREFIX)

@@ -42,6 +42,7 @@ class BackwardRuleContext:
         self.forward_graph = forward_graph
         self.shape_env = forward_graph.shape_env
         self._counter = counter                 # shared by all rules of one derivation
+        self.new_shapes: dict = {}              # temp name -> TensorInfo (for the planner)
 
     @property
     def op_counter(self) -> int:
@@ -64,10 +65,12 @@ class BackwardRuleContext:
     def shape(self, name: str) -> tuple:
         return self.shape_env[name].shape
 
-    def temp(self, label: str) -> str:
-        """A fresh name for an intermediate backward tensor."""
+    def temp(self, label: str, like: str) -> str:
+        """A fresh name for an intermediate backward tensor shaped like forward tensor `like`."""
         self._counter[0] += 1
-        return f"{label}_{self._counter[0]}"
+        name = f"{label}_{self._counter[0]}"
+        self.new_shapes[name] = self.shape_env.get(like)
+        return name
 
     def op(self, type_: str, inputs, outputs, **attrs) -> Operation:
         self._counter[0] += 1
@@ -78,7 +81,7 @@ class BackwardRuleContext:
         x, out = self.fwd_op.inputs[i], self.fwd_op.outputs[0]
         if self.shape(x) == self.shape(out):
             return [self.op(type_, inputs, [self.d_inputs[i]], **attrs)]
-        piece = self.temp(f"{self.d_inputs[i]}_full")
+        piece = self.temp(f"{self.d_inputs[i]}_full", like=out)
         return [self.op(type_, inputs, [piece], **attrs),
                 self.op("sum_to_shape", [piece], [self.d_inputs[i]], shape=self.shape(x))]
 
@@ -206,12 +209,12 @@ def multiply_backward(ctx):
 def divide_backward(ctx):
     """C = A / B: dA = dC / B, dB = -dC / B * C; saves B and C."""
     b, c = ctx.fwd_op.inputs[1], ctx.fwd_op.outputs[0]
-    over_b = ctx.temp("d_over_b")
+    over_b = ctx.temp("d_over_b", like=c)
     ops = [ctx.op("divide", [ctx.d_output, ctx.read(b)], [over_b])]
     if ctx.needs_grad(0):
         ops += ctx.to_input_shape(0, "identity", [over_b])
     if ctx.needs_grad(1):
-        scaled = ctx.temp("d_times_c")
+        scaled = ctx.temp("d_times_c", like=c)
         ops.append(ctx.op("multiply", [over_b, saved_ref(c)], [scaled]))
         ops += ctx.to_input_shape(1, "neg", [scaled])
     return ops
