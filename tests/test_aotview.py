@@ -209,3 +209,20 @@ def test_frame_is_a_synced_trait():
     assert view.trait_metadata("frame", "sync") is True
     view.frame = 2
     assert view.get_state()["frame"] == 2
+
+
+def test_the_memory_plan_strip_is_the_plans_live_ranges():
+    forward, backward, steps, options = fan_out_graph()
+    plan = aot.plan.plan_memory(forward, backward)
+    view = AotView(forward, backward, plan=plan)
+    strip = view.trace["plan"]
+    assert strip["timeline"] == plan.steps and strip["backward_start"] == plan.n_forward
+    assert [(r["tensor"], r["kind"], r["start"], r["end"], r["nbytes"]) for r in strip["ranges"]] == \
+        [(r.name, r.kind, r.start, r.end, r.nbytes) for r in plan.ranges]
+    assert strip["peak_bytes"] == plan.peak_bytes and strip["peak_at"] == plan.peak_step
+    # each range points at the drawn node of its tensor (views own no memory: no range)
+    nodes = {n["id"]: n for n in view.trace["nodes"]}
+    assert all(nodes[r["node"]]["name"] == r["tensor"] and nodes[r["node"]]["type"] == "tensor"
+               for r in strip["ranges"])
+    assert AotView(forward).trace["plan"]["peak_bytes"] == plan.peak_bytes   # the default plan
+    assert AotView(forward, plan=False).trace["plan"] is None

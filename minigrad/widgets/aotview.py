@@ -84,7 +84,11 @@ class AotView(TraceWidget):
     """The forward graph and its derived backward graph side by side: `saved.` reads drawn from
     the forward tensors to the backward operations that read them, fan-out sums marked, tensors
     without a gradient greyed; the derivation replays one rule per step (`frame` is the step
-    shown, synced both ways), and the memory plan is drawn as live ranges."""
+    shown, synced both ways), and the memory plan is drawn as live ranges.
+
+    With only `forward`, the backward graph is derived here (`options`, `registry`). `plan`: a
+    MemoryPlan from `minigrad.aot.plan.plan_memory` (by default the save-all plan of the two
+    graphs), or False for no strip."""
 
     _bundle_name = "aot.js"
     frame = traitlets.Int(0).tag(sync=True)
@@ -93,6 +97,7 @@ class AotView(TraceWidget):
                  plan=None, title: str | None = None, max_nodes: int = MAX_NODES) -> None:
         from ..aot.document import aot_document   # (the aot package is not needed before)
         from ..aot.derive import derive_backward_graph
+        from ..aot.plan import plan_memory
 
         if backward is None or steps is None:
             # Derive again to record the steps; a given backward graph must be what they make.
@@ -102,7 +107,9 @@ class AotView(TraceWidget):
                 backward = derived
             if [o.text() for o in derived.operations] == [o.text() for o in backward.operations]:
                 steps = derived_steps
-        document = aot_document(forward, backward, steps=steps, plan=plan, options=options,
+        if plan is None:
+            plan = plan_memory(forward, backward)
+        document = aot_document(forward, backward, steps=steps, plan=plan or None, options=options,
                                 title=title)
         message = too_big_message(document, max_nodes)
         super().__init__(document, dot="" if message else to_aot_dot(document), message=message,
