@@ -49,7 +49,9 @@ def doc_info(v):
             "saved_edges": sum(e["kind"] == "saved" for e in d["edges"]),
             "steps": d["steps"], "frame": v.frame,
             "labels": {n["id"]: n["label"] for n in d["nodes"]},
-            "nodes": {n["id"]: {"step": n.get("step"), "graph": n["graph"]} for n in d["nodes"]}}
+            "nodes": {n["id"]: {"step": n.get("step"), "graph": n["graph"]} for n in d["nodes"]},
+            "ranges": [[r["tensor"], r["node"]] for r in d["plan"]["ranges"]],
+            "peak": d["plan"]["peak_bytes"]}
 print(_json.dumps(doc_info(view)))
 ''' % (IMG, TITLE)
 
@@ -73,6 +75,9 @@ SNAPSHOT = """
     sentence: (root.querySelector('.mg-sentence') || {}).textContent || '',
     counter: (root.querySelector('.mg-counter') || {}).textContent || '',
     ranges: [...root.querySelectorAll('.mg-plan [data-range]')].map((r) => r.getAttribute('data-range')),
+    hot: [...root.querySelectorAll('.mg-plan .mg-plan-hot')].map((r) => r.getAttribute('data-range')),
+    inspector: (root.querySelector('.mg-inspector') || {}).textContent || '',
+    peak: (root.querySelector('.mg-plan-peak') || {}).textContent || '',
   };
 }
 """
@@ -114,6 +119,14 @@ def test_aot_view_replays_the_derivation(lab, page, browser_log, report_figure):
             texts = root.locator(f'g.node[id="{node_id}"] text').all_text_contents()
             assert label in texts, (label, texts)
     assert root.locator(".mg-title").text_content() == TITLE
+
+    # -- the memory plan: one row per live range of the kernel's plan ------------------------
+    assert s["ranges"] == [name for name, _ in info["ranges"]] and s["ranges"]
+    name, node = next((name, node) for name, node in info["ranges"] if name.startswith("d_"))
+    root.locator(f'.mg-plan [data-range="{name}"] button').click()
+    s = wait(root, lambda s: s["hot"] == [name], "the clicked range to be marked")
+    assert info["labels"][node] in s["inspector"]             # ... and its tensor inspected
+    root.locator(f'g.node[id="{node}"]').click()               # (a click on it unpins)
 
     # -- frame 0: the forward graph alone -------------------------------------------------------
     assert s["frame"] == info["frame"] == 0 and s["phase"] == "captured"
@@ -174,3 +187,43 @@ def test_aot_view_replays_the_derivation(lab, page, browser_log, report_figure):
     assert dialogs == []
     browser_log.assert_no_console_errors()
     browser_log.assert_all_requests_local()
+
+
+def test_aot_view_save_html_replays_offline(browser, tmp_path, report_figure):
+    import numpy as np
+
+    import minigrad as mg
+    from minigrad import aot
+    from minigrad.widgets import AotView, save_html
+    from test_export import OfflinePage
+
+    model = mg.nn.MLP([4, 6, 3], seed=0, dtype=np.float64)
+    w = mg.create_leaf(np.full(3, 0.5), requires_grad=True, name=IMG)
+    forward = aot.capture(lambda x, t: mg.cross_entropy(model(x) * w, t), np.ones((2, 4)),
+                          np.array([0, 1]), params=[*model.parameters(), w])
+    view = AotView(forward, title=TITLE)
+    path = save_html(view, tmp_path / "aot.html")
+    report_figure(f"AotView save_html: {path.stat().st_size / 1024:.0f} KiB "
+                  f"({len(view.trace['nodes'])} nodes, {len(view.steps)} steps)")
+    page = OfflinePage(browser, path)
+    try:
+        root, seconds = page.open()
+        s = wait(root, lambda s: s["graph"] == "ready" and "firstPaintMs" in s["dataset"],
+                 "the exported picture")
+        report_figure(f"AotView export: loaded in {seconds:.2f} s, first paint "
+                      f"{s['dataset']['firstPaintMs']} ms")
+        assert sorted(s["ids"]) == sorted(n["id"] for n in view.trace["nodes"])
+        assert s["frame"] == 0 and s["phase"] == "captured"
+        sentences = [s["sentence"]]
+        for k in range(1, len(view.steps)):
+            click(root, "step")
+            s = wait(root, lambda s, k=k: s["frame"] == k, f"exported step {k}")
+            assert view.steps[k]["text"] in s["sentence"]
+            sentences.append(s["sentence"])
+        assert s["phase"] == "done" and s["future"] == []
+        assert len(set(sentences)) == len(sentences)
+        assert root.locator(".mg-title").text_content() == TITLE
+        assert page.page.evaluate("() => document.querySelectorAll('img, b').length") == 0
+        page.assert_clean()
+    finally:
+        page.close()
