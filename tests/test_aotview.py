@@ -226,3 +226,16 @@ def test_the_memory_plan_strip_is_the_plans_live_ranges():
                for r in strip["ranges"])
     assert AotView(forward).trace["plan"]["peak_bytes"] == plan.peak_bytes   # the default plan
     assert AotView(forward, plan=False).trace["plan"] is None
+
+
+def test_misuse_gets_clear_errors():
+    w = mg.create_leaf(np.ones(2), requires_grad=True, name="w")
+    loss = (w * 2).sum()
+    with pytest.raises(TypeError, match=r"AotView\(forward=...\).*Variable.*aot.capture.*GraphView"):
+        AotView(loss)
+    view = AotView(evil_graph())
+    with pytest.raises(Exception, match=rf"AotView.frame = {len(view.steps)}: .* 0 to {len(view.steps) - 1}"):
+        view.frame = len(view.steps)
+    with pytest.raises(Exception, match="frame = -1"):
+        view.frame = -1
+    assert view.frame == 0

@@ -97,8 +97,16 @@ class AotView(TraceWidget):
                  plan=None, title: str | None = None, max_nodes: int = MAX_NODES) -> None:
         from ..aot.document import aot_document   # (the aot package is not needed before)
         from ..aot.derive import derive_backward_graph
+        from ..aot.ir import Graph
         from ..aot.plan import plan_memory
 
+        for what, graph in (("forward", forward), ("backward", backward)):
+            if graph is not None and not isinstance(graph, Graph):
+                raise TypeError(
+                    f"AotView({what}=...): expected a minigrad.aot Graph, got "
+                    f"{type(graph).__name__}. Capture one first: forward = "
+                    f"minigrad.aot.capture(fn, *example_inputs, params=model); AotView(forward). "
+                    f"(For the graph of a Variable, use GraphView or BackwardStepper.)")
         if backward is None or steps is None:
             # Derive again to record the steps; a given backward graph must be what they make.
             derived, derived_steps = derive_backward_graph(forward, options, registry=registry,
@@ -115,6 +123,15 @@ class AotView(TraceWidget):
         super().__init__(document, dot="" if message else to_aot_dot(document), message=message,
                          title=title or "")
         self.forward, self.backward = forward, backward
+
+    @traitlets.validate("frame")
+    def _frame_in_range(self, proposal) -> int:
+        frame, count = proposal["value"], len(self.trace.get("steps", ())) if self.trace else 0
+        if count and not 0 <= frame < count:
+            raise traitlets.TraitError(
+                f"AotView.frame = {frame}: the derivation has {count} steps, numbered 0 to "
+                f"{count - 1}. Fix: a frame in that range (view.steps lists them).")
+        return frame
 
     @property
     def steps(self) -> list:
