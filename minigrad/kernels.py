@@ -124,11 +124,15 @@ def matmul_backward(a: np.ndarray, b: np.ndarray, grad_output: np.ndarray, need_
 # into its own buffers; the math is the same either way.
 
 def tanh_backward(y: np.ndarray, grad_output: np.ndarray, out=None) -> np.ndarray:
-    """d tanh: g * (1 - y^2), from the output y."""
-    grad = np.multiply(y, y, out=out)
-    np.subtract(1.0, grad, out=grad)
-    grad *= grad_output
-    return grad
+    """d tanh: g * (1 - y^2), from the output y, computed as g - (g y) y.
+
+    (Written with arrays only and out passed by position: on tiny arrays a Python scalar operand
+    or an out= keyword costs as much as the arithmetic, and a compiled aot plan calls this once
+    per tanh.)
+    """
+    grad = np.multiply(grad_output, y, out)
+    np.multiply(grad, y, grad)
+    return np.subtract(grad_output, grad, grad)
 
 
 def relu_backward(x: np.ndarray, grad_output: np.ndarray, out=None) -> np.ndarray:
@@ -226,3 +230,16 @@ def pow_backward(x: np.ndarray, exponent, grad_output: np.ndarray, out=None) -> 
 def relu(x: np.ndarray, out=None) -> np.ndarray:
     """max(x, 0)."""
     return np.maximum(x, 0, out=out)
+
+
+def mse(pred: np.ndarray, target: np.ndarray, out=None) -> np.ndarray:
+    """mean((pred - target)^2), as a 0-d array (written into out when given)."""
+    diff = pred - target
+    return np.divide(np.vdot(diff, diff), diff.size, out=out)
+
+
+def mse_backward(pred: np.ndarray, target: np.ndarray, grad_output: np.ndarray, out=None) -> np.ndarray:
+    """d mse / d pred: 2 (pred - target) / n * g (the target's gradient is its negative)."""
+    grad = np.subtract(pred, target, out=out)
+    grad *= 2.0 * grad_output / grad.size
+    return grad

@@ -54,6 +54,9 @@ CASES = [
     ("mean", lambda a: (a.mean(axis=1) * W3[:, 0]).sum(), [normal(3, 4)]),
     ("mean", lambda a: a.tanh().mean(), [normal(3, 4)]),
     ("cross_entropy", lambda a: mg.cross_entropy(a, TARGETS), [normal(3, 5)]),
+    ("mse", lambda p, t: mg.mse(p.tanh(), t), [normal(3, 4), normal(3, 4)]),
+    ("broadcast_to", lambda a: (mg.broadcast_to(a, (3, 4)) * W3).sum(), [normal(4)]),
+    ("broadcast_to", lambda a: (mg.broadcast_to(a, (3, 4)).tanh() * W3).sum(), [normal(3, 1)]),
 ]
 
 

@@ -288,3 +288,70 @@ def test_aot_equals_eager_topo_and_pending(recipe):
     assert not problems, "\n".join(problems) + "\n" + forward.text() + "\n" + backward.text()
     reachable = reachable_leaves(recipe)
     assert {f"d_leaf{k}" for k in reachable} == set(backward.outputs)
+
+
+# the ops of the aot rules (shape (2, 3) throughout), each with a bound on its result
+AOT_OPS = {
+    "add": (2, lambda a, b: a + b, lambda ba, bb: ba + bb),
+    "sub": (2, lambda a, b: a - b, lambda ba, bb: ba + bb),
+    "mul": (2, lambda a, b: a * b, lambda ba, bb: ba * bb),
+    "div": (2, lambda a, b: a / (b * b + 1.0), lambda ba, bb: ba),
+    "bias_add": (2, lambda a, b: a + b.sum(axis=0), lambda ba, bb: ba + 2 * bb),
+    "matmul_t": (2, lambda a, b: (a @ b.T) @ a * 0.1, lambda ba, bb: 0.1 * 9 * ba * ba * bb),
+    "relu": (1, lambda a: a.relu(), lambda ba: ba),
+    "tanh": (1, lambda a: a.tanh(), lambda ba: 1.0),
+    "sigmoid": (1, lambda a: a.sigmoid(), lambda ba: 1.0),
+    "silu": (1, lambda a: mg.silu(a), lambda ba: ba),
+    "gelu": (1, lambda a: mg.gelu(a), lambda ba: ba),
+    "softmax": (1, lambda a: mg.softmax(a), lambda ba: 1.0),
+    "center": (1, lambda a: a - a.mean(axis=1, keepdims=True), lambda ba: 2 * ba),
+    "colsum": (1, lambda a: a * a.sum(axis=0) * 0.2, lambda ba: 0.4 * ba * ba),
+    "reshape": (1, lambda a: a.reshape(3, 2).tanh().reshape(2, 3), lambda ba: 1.0),
+    "pow": (1, lambda a: a ** 2, lambda ba: ba * ba),
+}
+
+
+@st.composite
+def aot_recipes(draw):
+    elements = st.floats(-LEAF_BOUND, LEAF_BOUND, allow_nan=False, allow_subnormal=False)
+    leaves = tuple(draw(arrays(np.float64, (2, 3), elements=elements))
+                   for _ in range(draw(st.integers(1, 3))))
+    bounds, steps = [LEAF_BOUND] * len(leaves), []
+    for _ in range(draw(st.integers(1, 10))):
+        a, b = (draw(st.integers(0, len(bounds) - 1)) for _ in range(2))
+        allowed = [name for name, (arity, _, bound) in AOT_OPS.items()
+                   if (bound(bounds[a]) if arity == 1 else bound(bounds[a], bounds[b])) <= MAX_BOUND]
+        name = draw(st.sampled_from(allowed))
+        inputs = (a,) if AOT_OPS[name][0] == 1 else (a, b)
+        steps.append((name, inputs))
+        bounds.append(AOT_OPS[name][2](*(bounds[i] for i in inputs)))
+    outputs = draw(st.lists(st.integers(0, len(bounds) - 1), min_size=1, max_size=3))
+    return Recipe((2, 3), leaves, tuple(steps), tuple(outputs))
+
+
+def run_aot_ops(recipe, leaves):
+    nodes = list(leaves)
+    for name, inputs in recipe.steps:
+        nodes.append(AOT_OPS[name][1](*(nodes[i] for i in inputs)))
+    return sum((nodes[i] for i in recipe.outputs[1:]), nodes[recipe.outputs[0]]).mean()
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(aot_recipes())
+def test_aot_equals_eager_on_graphs_of_the_rule_ops(recipe):
+    from minigrad import aot
+
+    def eager(order):
+        leaves = [mg.create_leaf(a.copy(), requires_grad=True) for a in recipe.leaves]
+        mg.backward(run_aot_ops(recipe, leaves), order=order)
+        return [as_array(v.grad, (2, 3)) for v in leaves]
+
+    inputs = [mg.create_leaf(a.copy(), requires_grad=True, name=f"leaf{k}")
+              for k, a in enumerate(recipe.leaves)]
+    forward = aot.capture(lambda *leaves: run_aot_ops(recipe, leaves), *inputs)
+    executor = aot.Executor(forward, aot.derive_backward_graph(forward), None, *recipe.leaves)
+    executor.run(*recipe.leaves)
+    got = [executor.grads().get(f"d_leaf{k}", np.zeros((2, 3))) for k in range(len(recipe.leaves))]
+    problems = (grad_mismatches(got, eager("topo"), rtol=1e-9, atol=1e-12, label="aot vs topo")
+                + grad_mismatches(got, eager("pending"), rtol=1e-9, atol=1e-12, label="aot vs pending"))
+    assert not problems, "\n".join(problems) + "\n" + forward.text()

@@ -108,10 +108,20 @@ def _record(graph: Graph, v: Variable, names: dict) -> None:
     k = len(graph.operations)
     op_id = f"{op_type}_{k}"
     if id(v) not in names:
-        names[id(v)] = v.name if v.name and v.name not in graph.shape_env else op_id
+        names[id(v)] = _output_name(v, op_id, [names[id(x)] for x in inputs], graph)
     graph.operations.append(Operation(op_id, op_type, tuple(names[id(x)] for x in inputs),
                                       (names[id(v)],), attrs))
     graph.shape_env[names[id(v)]] = TensorInfo(v.shape, v.dtype)
+
+
+def _output_name(v: Variable, op_id: str, input_names: list, graph: Graph) -> str:
+    """The Variable's own name; else the module's, read off its parameters ("layer0.weight" ->
+    "layer0"); else the op id ("relu_1"). A name already taken falls through to the next."""
+    modules = [n.rsplit(".", 1)[0] for n in input_names if n in graph.params and "." in n]
+    for name in (v.name, *modules[:1], op_id):
+        if name and name not in graph.shape_env:
+            return name
+    return op_id
 
 
 def _same(op_type: str):
@@ -157,5 +167,6 @@ CAPTURED = {
     "reshape": lambda node, v, inputs: ("view", {"shape": tuple(v.shape)}),
     "transpose": lambda node, v, inputs: ("transpose", {"axes": node.axes}),
     "softmax": _along_axis("softmax"), "log_softmax": _along_axis("log_softmax"),
-    "cross_entropy": _same("cross_entropy"),
+    "cross_entropy": _same("cross_entropy"), "mse": _same("mse"),
+    "broadcast_to": lambda node, v, inputs: ("broadcast_to", {"shape": tuple(v.shape)}),
 }

@@ -81,6 +81,10 @@ def build_producer_map(forward: Graph, opts, log: list) -> dict:
     if opts.loss_name not in producer:
         raise DeriveError(f"loss_name '{opts.loss_name}' is not a tensor of the forward graph "
                           f"(outputs: {forward.outputs}). Fix: DeriveBackwardOptions(loss_name=...).")
+    info = forward.shape_env.get(opts.loss_name)
+    if info is not None and int(np.prod(info.shape)) != 1:
+        raise DeriveError(f"loss '{opts.loss_name}' has shape {info.shape}. Rule: backward starts "
+                          f"from a scalar (d_loss = 1). Fix: reduce it first, e.g. .sum() or .mean().")
     for name in (*opts.stop_gradients, *opts.extra_saves):
         if name not in producer:
             raise DeriveError(f"'{name}' (in stop_gradients or extra_saves) is not a tensor of the "
@@ -126,23 +130,8 @@ def propagate_needs_grad(forward: Graph, opts, producer: dict, log: list) -> set
 
 def process_in_reverse(forward: Graph, opts, needs: set, rules, log: list) -> Graph:
     """Steps 3 and 4: rules from the loss back, fan-out pieces summed as they arrive."""
-    p = opts.grad_prefix
-    emitted = {op.id for op in forward.operations
-               if any(t in needs for t in op.outputs) and any(t in needs for t in op.inputs)}
-    expected: dict = {}
-    for op in forward.operations:
-        if op.id not in emitted:
-            continue
-        for t in op.inputs:
-            if t in needs:
-                expected[t] = expected.get(t, 0) + 1
-    backward = Graph(inputs=[p + opts.loss_name], name="backward",
-                     shape_env=dict(forward.shape_env))
-    backward.shape_env[p + opts.loss_name] = forward.shape_env.get(opts.loss_name)
-    grad_of = {opts.loss_name: p + opts.loss_name}   # tensor -> its (current) gradient's name
-    pieces: dict = {}
-    counter = [0]
-    known = {p + opts.loss_name}
+    emitted, expected = _contributions(forward, needs)
+    grads = _Gradients(forward, opts, expected, log)
     readable = _readable(forward)
     for op in reversed(forward.operations):
         if op.id not in emitted:   # dead code, or a path no gradient flows along
@@ -151,76 +140,100 @@ def process_in_reverse(forward: Graph, opts, needs: set, rules, log: list) -> Gr
             log.append(DerivationStep("skip", f"{op.id} ({op.type}): nothing emitted, {why}",
                                       forward_op=op.id, tensors=list(op.outputs)))
             continue
-        d_outputs = [_final_grad(t, grad_of, pieces, expected, opts, op) if t in needs else None
-                     for t in op.outputs]
-        d_inputs = [_piece_name(t, op, i, expected, opts) if t in needs else None
+        d_outputs = [grads.final(t, op) if t in needs else None for t in op.outputs]
+        d_inputs = [grads.piece_name(t, op, i) if t in needs else None
                     for i, t in enumerate(op.inputs)]
         rule = rules.rule_for(op)
-        ctx = BackwardRuleContext(op, d_outputs, d_inputs, forward, counter)
+        ctx = BackwardRuleContext(op, d_outputs, d_inputs, forward, grads.counter)
         ops = list(rule(ctx))
-        backward.shape_env.update(ctx.new_shapes)
-        _check_rule_output(op, rule, ops, d_inputs, readable, known)
-        backward.operations += ops
+        grads.backward.shape_env.update(ctx.new_shapes)
+        _check_rule_output(op, rule, ops, d_inputs, readable, grads.known)
+        grads.backward.operations += ops
+        written = [n for n in d_inputs if n]
         log.append(DerivationStep("apply_rule", f"{op.id} ({op.type}): rule {rule.__name__} "
-                                  f"emitted {len(ops)} op(s) for {', '.join(n for n in d_inputs if n) }",
-                                  forward_op=op.id, rule=rule.__name__, emitted=ops,
-                                  tensors=[n for n in d_inputs if n]))
+                                  f"emitted {len(ops)} op(s) for {', '.join(written)}",
+                                  forward_op=op.id, rule=rule.__name__, emitted=ops, tensors=written))
         for t, name in zip(op.inputs, d_inputs):
             if name is not None:
-                backward.shape_env[name] = forward.shape_env.get(t)
-                _accumulate(t, name, grad_of, pieces, expected, opts, backward, counter, log, known)
-    backward.outputs = [_leaf_grads(t, grad_of, pieces, expected, opts)
-                        for t in (*forward.params, *forward.inputs) if t in needs]
-    backward.outputs = [n for names in backward.outputs for n in names]
-    backward.params = [t for t in forward.params
-                       if any(t in o.inputs for o in backward.operations)]
-    backward.constants = {k: v for k, v in forward.constants.items()
-                          if any(k in o.inputs for o in backward.operations)}
-    return backward
+                grads.add_piece(t, name)
+    return grads.finish(needs)
 
 
-def _piece_name(t: str, op: Operation, i: int, expected: dict, opts) -> str:
-    if expected[t] == 1:
-        return opts.grad_prefix + t
-    twice = op.inputs.count(t) > 1
-    return f"{opts.grad_prefix}{t}_from_{op.id}" + (f"_{i}" if twice else "")
+def _contributions(forward: Graph, needs: set) -> tuple:
+    """The ops backward runs a rule for, and how many gradient pieces each tensor will receive."""
+    emitted = {op.id for op in forward.operations
+               if any(t in needs for t in op.outputs) and any(t in needs for t in op.inputs)}
+    expected: dict = {}
+    for op in forward.operations:
+        if op.id in emitted:
+            for t in op.inputs:
+                if t in needs:
+                    expected[t] = expected.get(t, 0) + 1
+    return emitted, expected
 
 
-def _accumulate(t, name, grad_of, pieces, expected, opts, backward, counter, log, known) -> None:
-    """Step 4: the second and later pieces of d_t are added to the running sum as they arrive."""
-    got = pieces.setdefault(t, [])
-    got.append(name)
-    if len(got) == 1:
-        grad_of[t] = name
-        return
-    if not opts.accumulate_grads:
-        return
-    last = len(got) == expected[t]
-    total = opts.grad_prefix + t if last else f"{opts.grad_prefix}{t}_accum{len(got) - 1}"
-    counter[0] += 1
-    acc = Operation(f"accumulate_{counter[0]}", "add", (grad_of[t], name), (total,))
-    backward.operations.append(acc)
-    backward.shape_env[total] = backward.shape_env.get(name)
-    known.add(total)
-    grad_of[t] = total
-    log.append(DerivationStep("accumulate", f"{t} is read by {expected[t]} operations: "
-                              f"{total} = {acc.inputs[0]} + {name}",
-                              emitted=[acc], tensors=[t, total]))
+class _Gradients:
+    """The backward graph being written, and each tensor's gradient so far (name, pieces)."""
 
+    def __init__(self, forward: Graph, opts, expected: dict, log: list):
+        self.forward, self.opts, self.expected, self.log = forward, opts, expected, log
+        d_loss = opts.grad_prefix + opts.loss_name
+        self.backward = Graph(inputs=[d_loss], name="backward", shape_env=dict(forward.shape_env))
+        self.backward.shape_env[d_loss] = forward.shape_env.get(opts.loss_name)
+        self.grad_of = {opts.loss_name: d_loss}   # tensor -> its (current) gradient's name
+        self.pieces: dict = {}
+        self.counter = [0]                        # the op counter, shared with the rules
+        self.known = {d_loss}                     # backward tensors written so far
 
-def _final_grad(t, grad_of, pieces, expected, opts, op) -> str:
-    if expected.get(t, 1) > 1 and not opts.accumulate_grads:
-        raise DeriveError(f"{op.id} ({op.type}) needs the gradient of its output '{t}', which is "
-                          f"read by {expected[t]} operations; with accumulate_grads=False its "
-                          f"pieces {pieces.get(t)} are never summed. Fix: accumulate_grads=True "
-                          f"(pieces can stay separate only for parameters and inputs).")
-    return grad_of[t]
+    def piece_name(self, t: str, op: Operation, i: int) -> str:
+        """d_t when t has one consumer; d_t_from_<op> for each piece of a fan-out."""
+        if self.expected[t] == 1:
+            return self.opts.grad_prefix + t
+        twice = op.inputs.count(t) > 1
+        return f"{self.opts.grad_prefix}{t}_from_{op.id}" + (f"_{i}" if twice else "")
 
+    def add_piece(self, t: str, name: str) -> None:
+        """Step 4: the second and later pieces of d_t are added to the running sum as they arrive."""
+        self.backward.shape_env[name] = self.forward.shape_env.get(t)
+        got = self.pieces.setdefault(t, [])
+        got.append(name)
+        if len(got) == 1:
+            self.grad_of[t] = name
+            return
+        if not self.opts.accumulate_grads:
+            return
+        p = self.opts.grad_prefix
+        total = p + t if len(got) == self.expected[t] else f"{p}{t}_accum{len(got) - 1}"
+        self.counter[0] += 1
+        acc = Operation(f"accumulate_{self.counter[0]}", "add", (self.grad_of[t], name), (total,))
+        self.backward.operations.append(acc)
+        self.backward.shape_env[total] = self.backward.shape_env.get(name)
+        self.known.add(total)
+        self.grad_of[t] = total
+        self.log.append(DerivationStep("accumulate", f"{t} is read by {self.expected[t]} operations: "
+                                       f"{total} = {acc.inputs[0]} + {name}",
+                                       emitted=[acc], tensors=[t, total]))
 
-def _leaf_grads(t, grad_of, pieces, expected, opts) -> list:
-    if expected.get(t, 0) > 1 and not opts.accumulate_grads:
-        return list(pieces[t])
-    return [grad_of[t]]
+    def final(self, t: str, op: Operation) -> str:
+        """The whole gradient of t, which op's rule is about to read."""
+        if self.expected.get(t, 1) > 1 and not self.opts.accumulate_grads:
+            raise DeriveError(f"{op.id} ({op.type}) needs the gradient of its output '{t}', which is "
+                              f"read by {self.expected[t]} operations; with accumulate_grads=False "
+                              f"its pieces {self.pieces.get(t)} are never summed. Fix: "
+                              f"accumulate_grads=True (pieces can stay separate only for parameters "
+                              f"and inputs).")
+        return self.grad_of[t]
+
+    def finish(self, needs: set) -> Graph:
+        """Outputs: each param's and input's gradient (its pieces, when they are not summed)."""
+        b, f = self.backward, self.forward
+        for t in (*f.params, *f.inputs):
+            if t in needs:
+                unsummed = self.expected.get(t, 0) > 1 and not self.opts.accumulate_grads
+                b.outputs += list(self.pieces[t]) if unsummed else [self.grad_of[t]]
+        b.params = [t for t in f.params if any(t in o.inputs for o in b.operations)]
+        b.constants = {k: v for k, v in f.constants.items() if any(k in o.inputs for o in b.operations)}
+        return b
 
 
 def _readable(forward: Graph) -> tuple:

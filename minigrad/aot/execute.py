@@ -18,6 +18,7 @@ import numpy as np
 
 from .. import kernels
 from ..errors import MinigradError
+from . import placement
 from .capture import named_params
 from .ir import Graph, is_saved, unsaved
 
@@ -27,10 +28,17 @@ class ExecuteError(MinigradError, ValueError):
 
 
 class Executor:
-    """Executor(forward, backward, params, *example_inputs): compile once, then run(*inputs)."""
+    """Executor(forward, backward, params, *example_inputs): compile once, then run(*inputs).
 
-    def __init__(self, forward: Graph, backward: Graph | None, params, *example_inputs):
+    share_buffers=True (the default) places the buffers in one arena by live range
+    (placement.py): arena_bytes is then the memory the run needs, unshared_bytes what one buffer
+    per tensor would take.
+    """
+
+    def __init__(self, forward: Graph, backward: Graph | None, params, *example_inputs,
+                 share_buffers: bool = True):
         self.forward, self.backward = forward, backward
+        self.constant_ids: set = set()   # buffers written once at compile time (never shared)
         self.env: dict = dict(forward.constants)
         for name, array in _param_arrays(params).items():
             self.env[name] = array          # by reference: an optimiser updating it in place is seen
@@ -51,6 +59,23 @@ class Executor:
             self.env[d_loss] = np.ones_like(loss)   # d loss / d loss = 1, written once
             self._check_saves(backward)
             self.backward_calls = self._compile(backward.operations, saved_ok=True)
+        self.unshared_bytes = self.arena_bytes = None
+        if share_buffers:
+            self._share_buffers(params)
+
+    def _share_buffers(self, params) -> None:
+        external = {id(placement.root_of(a)) for name, a in self.env.items()
+                    if name in self.forward.params or name in self.forward.constants}
+        external |= self.constant_ids
+        if self.backward is not None:
+            external.add(id(placement.root_of(self.env[self.backward.inputs[0]])))
+        outputs = [*self.forward.outputs, *(self.backward.outputs if self.backward else [])]
+        calls = self.forward_calls + self.backward_calls
+        calls, self.env, self.arena_bytes, self.unshared_bytes = placement.place(
+            calls, self.env, external, [self.env[n] for n in outputs],
+            [self.env[n] for n in self.forward.inputs])
+        n = len(self.forward_calls)
+        self.forward_calls, self.backward_calls = calls[:n], calls[n:]
 
     def _check_saves(self, backward: Graph) -> None:
         for op in backward.operations:
@@ -73,6 +98,8 @@ class Executor:
             args = [self._lookup(t, op) for t in op.inputs]
             out, op_calls = compiler(*args, **op.attrs)
             self.env[op.outputs[0]] = out
+            if not op_calls and not any(placement.root_of(out) is placement.root_of(a) for a in args):
+                self.constant_ids.add(id(placement.root_of(out)))   # made once (zeros): keep it
             calls += op_calls
         return calls
 
@@ -86,8 +113,18 @@ class Executor:
     def run(self, *inputs):
         """Forward then backward on new input values; returns the loss (a 0-d array)."""
         env = self.env
+        if len(inputs) != len(self.forward.inputs):
+            raise ExecuteError(f"Executor.run: the graph has inputs {self.forward.inputs}, got "
+                               f"{len(inputs)} values. Fix: pass one array per input, in order.")
         for name, value in zip(self.forward.inputs, inputs):
-            np.copyto(env[name], value.data if hasattr(value, "data") else value)
+            value = value.data if hasattr(value, "data") else value
+            buffer = env[name]
+            if np.shape(value) != buffer.shape:
+                raise ExecuteError(
+                    f"Executor.run: input '{name}' has shape {np.shape(value)}, the plan was "
+                    f"compiled for {buffer.shape}. Rule: an ahead-of-time plan has static shapes. "
+                    f"Fix: capture and compile again with an example of the new shape.")
+            np.copyto(buffer, value)
         for fn, args in self.forward_calls:
             fn(*args)
         for fn, args in self.backward_calls:
@@ -250,6 +287,19 @@ def _cross_entropy_backward(grad_output, logits, targets, **attrs):
                  np.empty_like(logits))
 
 
+def _mse(pred, target, **attrs):
+    return _call(kernels.mse, pred, target, np.empty((), np.result_type(pred, target)))
+
+
+def _mse_backward(grad_output, pred, target, **attrs):
+    return _call(kernels.mse_backward, pred, target, grad_output,
+                 np.empty(np.broadcast_shapes(pred.shape, target.shape), pred.dtype))
+
+
+def _broadcast_to(x, shape=None, **attrs):
+    return np.broadcast_to(x, shape), []   # a read-only view: nothing to run
+
+
 def _zeros(shape=(), dtype="float64", **attrs):
     return np.zeros(shape, dtype), []
 
@@ -275,4 +325,5 @@ COMPILERS = {
     "sum": _sum, "mean": _mean, "expand": _expand, "sum_to_shape": _sum_to_shape,
     "pow": _pow, "pow_backward": _pow_backward,
     "cross_entropy": _cross_entropy, "cross_entropy_backward": _cross_entropy_backward,
+    "mse": _mse, "mse_backward": _mse_backward, "broadcast_to": _broadcast_to,
 }

@@ -10,7 +10,7 @@ matters. Two policies:
               producer just before its first use ("recomputed.x") so forward need not keep x;
               the producer's own inputs are saved instead (cheap ops, smaller or shared saves).
 
-Views (view, reshape, transpose, identity) own no memory: they extend their base's range.
+Views (view, reshape, transpose, identity, broadcast_to) own no memory: they extend their base's range.
 Parameters live for the whole run and are reported apart (param_bytes), not in the peak.
 """
 from __future__ import annotations
@@ -21,7 +21,7 @@ from ..errors import MinigradError
 from .derive import compute_required_saves
 from .ir import Graph, Operation, is_saved, saved_name_of, unsaved
 
-ALIAS_OPS = {"view", "reshape", "transpose", "identity"}
+ALIAS_OPS = {"view", "reshape", "transpose", "identity", "broadcast_to"}
 CHEAP_OPS = {"relu", "tanh", "sigmoid", "silu", "gelu", "add", "bias_add", "subtract", "multiply",
              "neg", "exp"}
 RECOMPUTED = "recomputed."

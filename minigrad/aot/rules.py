@@ -339,3 +339,20 @@ def cross_entropy_backward(ctx):
     logits, targets = ctx.fwd_op.inputs
     return [ctx.op("cross_entropy_backward", [ctx.d_output, ctx.read(logits), ctx.read(targets)],
                    [ctx.d_inputs[0]])]
+
+
+@rule("broadcast_to")
+def broadcast_to_backward(ctx):
+    """y = x repeated to a larger shape: dx = dy summed back to x's shape; saves nothing."""
+    return [ctx.op("sum_to_shape", [ctx.d_output], [ctx.d_inputs[0]], shape=ctx.shape(ctx.fwd_op.inputs[0]))]
+
+
+@rule("mse")
+def mse_backward(ctx):
+    """L = mean((p - t)^2): dp = 2 (p - t) / n * dL, dt = -dp; saves p and t."""
+    pred, target = ctx.fwd_op.inputs
+    d_pred = ctx.d_inputs[0] if ctx.needs_grad(0) else ctx.temp("d_pred", like=pred)
+    ops = [ctx.op("mse_backward", [ctx.d_output, ctx.read(pred), ctx.read(target)], [d_pred])]
+    if ctx.needs_grad(1):
+        ops.append(ctx.op("neg", [d_pred], [ctx.d_inputs[1]]))
+    return ops
