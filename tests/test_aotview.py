@@ -1,6 +1,6 @@
 """AotView's Python side: the document it draws (minigrad/aot/document.py), its DOT, escaping and
 export. The expected values are read off the forward and backward graphs themselves, never off
-the document. (The browser side is tested in tests/browser/test_aotview.py.)"""
+the document. (The browser side is tested in tests/browser/test_aotview_browser.py.)"""
 import json
 import re
 
