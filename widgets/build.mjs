@@ -6,6 +6,7 @@
 //   stepper.js      BackwardStepper  (anywidget ESM, no Graphviz inside)
 //   memory.js       MemoryView       (anywidget ESM, no Graphviz inside)
 //   tape.js         TapeView         (anywidget ESM, no Graphviz inside)
+//   aot.js          AotView          (anywidget ESM, no Graphviz inside)
 //   standalone.js   classic script for the self-contained HTML export: the engine and the three
 //                   views, window.minigrad.mount(el, {widget, trace, dot, options})
 //   standalone-tape.js  the same for a TapeView alone (no Graphviz: a tape has no graph)
@@ -172,6 +173,7 @@ for (const [name, entry] of [
   ["stepper.js", "src/view-stepper.js"],
   ["memory.js", "src/view-memory.js"],
   ["tape.js", "src/view-tape.js"],
+  ["aot.js", "src/view-aot.js"],
 ]) {
   write(name, await bundle({ entryPoints: [entry], format: "esm", ...ownNotice }));
 }
@@ -183,7 +185,7 @@ write("standalone.css", await bundle({ entryPoints: ["src/styles.css"], loader: 
 write("THIRD_PARTY_LICENSES.txt", notices);
 
 // 4. Sizes.
-const views = ["graph.js", "stepper.js", "memory.js", "tape.js"];
+const views = ["graph.js", "stepper.js", "memory.js", "tape.js", "aot.js"];
 console.log(`minigrad widgets ${pkg.version} -> ${path.relative(process.cwd(), outdir) || "."}`);
 for (const name of readdirSync(outdir).sort()) {
   const bytes = statSync(path.join(outdir, name)).size;

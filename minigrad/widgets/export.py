@@ -35,16 +35,18 @@ def save_html(widget, path, *, finish: bool = True) -> pathlib.Path:
     finish=False."""
     from .views import BackwardStepper, GraphView, MemoryView   # (the views import this module)
     from .tapeview import TapeView
+    from .aotview import AotView
 
     if isinstance(widget, (BackwardStepper, TapeView)) and finish:
         widget.finish()
     # isinstance, not type(): traitlets' add_traits gives each widget instance a subclass.
     kind = next((name for cls, name in ((GraphView, "graph"), (BackwardStepper, "stepper"),
-                                        (MemoryView, "memory"), (TapeView, "tape"))
+                                        (MemoryView, "memory"), (TapeView, "tape"),
+                                        (AotView, "aot"))
                  if isinstance(widget, cls)), None)
     if kind is None:
-        raise TypeError(f"save_html: expected a GraphView, BackwardStepper, MemoryView or "
-                        f"TapeView, got {type(widget).__name__}.")
+        raise TypeError(f"save_html: expected a GraphView, BackwardStepper, MemoryView, TapeView "
+                        f"or AotView, got {type(widget).__name__}.")
     trace = widget.current_trace
     data = {"widget": kind, "trace": trace, "dot": widget.dot, "options": widget.options,
             "message": widget.message}

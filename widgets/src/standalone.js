@@ -10,8 +10,9 @@ import { renderGraphView } from "./view-graph.js";
 import { renderStepper } from "./view-stepper.js";
 import { renderMemoryView } from "./view-memory.js";
 import { renderTapeView } from "./view-tape.js";
+import { renderAotView } from "./view-aot.js";
 
-const VIEWS = { graph: renderGraphView, stepper: renderStepper, memory: renderMemoryView, tape: renderTapeView };
+const VIEWS = { graph: renderGraphView, stepper: renderStepper, memory: renderMemoryView, tape: renderTapeView, aot: renderAotView };
 
 function ensureEngine() {
   const slot = engineSlot();
@@ -26,7 +27,7 @@ function ensureEngine() {
 
 function mount(el, { widget = "graph", trace = null, dot = "", options = {}, message = "", frame, live = false } = {}) {
   const render = VIEWS[widget];
-  if (!render) throw new Error(`minigrad.mount: unknown widget ${JSON.stringify(widget)} (graph, stepper, memory or tape)`);
+  if (!render) throw new Error(`minigrad.mount: unknown widget ${JSON.stringify(widget)} (graph, stepper, memory, tape or aot)`);
   if (!el || typeof el.appendChild !== "function") throw new Error("minigrad.mount: el must be an element");
   if (widget !== "memory" && !message && dot) ensureEngine();
   const model = new FakeModel({
