@@ -33,7 +33,7 @@ class Block:
     """
 
     __slots__ = ("offset", "nbytes", "kind", "owner", "alive", "allocator", "uses", "buffer",
-                 "pinned")
+                 "pinned", "lock")
 
     def __init__(self, offset: int, nbytes: int, kind: str, owner: str | None, allocator):
         self.offset, self.nbytes, self.kind, self.owner = offset, nbytes, kind, owner
@@ -42,6 +42,7 @@ class Block:
         self.uses = 0            # Pool only: how many graph nodes still need these bytes
         self.buffer = None       # Pool only: the byte buffer to return to the free list
         self.pinned = False      # leaves and their grads: never freed by use counts
+        self.lock = None         # a graph node's record: its saved arrays' read-only lock
 
     def as_dict(self) -> dict:
         return {"offset": self.offset, "nbytes": self.nbytes, "kind": self.kind,
@@ -172,7 +173,7 @@ class Arena:
         popped = blocks[cut:]
         del blocks[cut:]
         for block in popped:
-            block.alive = False
+            _take_back(block)
         popped.reverse()   # top first, the order they are taken back in
         self._top = mark
         i = self._chunk
@@ -272,7 +273,7 @@ class Pool:
         """Give block's buffer back for reuse; arrays on it become stale."""
         if not block.alive:
             return
-        block.alive = False
+        _take_back(block)
         self.used -= block.nbytes
         del self._live[id(block.buffer.base)]
         self._free.setdefault(block.nbytes, []).append((block.offset, block.buffer))
@@ -332,6 +333,15 @@ class Pool:
     def __repr__(self) -> str:
         return (f"Pool({self.name!r}, used={self.used}, high_water={self.high_water}, "
                 f"capacity={self.capacity}, blocks={len(self.blocks)})")
+
+
+def _take_back(block: Block) -> None:
+    """The block's memory is gone. A graph node recorded there can never run backward now, so
+    the arrays it saved are unlocked (else a kept evaluation loss would block w.data -= ...)."""
+    block.alive = False
+    if block.lock is not None:
+        block.lock.release()
+        block.lock = None
 
 
 def current_allocator():

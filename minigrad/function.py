@@ -16,9 +16,10 @@ import traceback
 
 import numpy as np
 
-from .arena import BUFFER_OWNERS, Pool, stale_error
+from .arena import Pool, stale_error
 from .errors import DtypeError, MinigradError, ShapeError
 from .modes import modes
+from .readonly import lock_saved
 from .variable import OPS, Variable, _describe
 
 _creation_counter = itertools.count()
@@ -158,12 +159,12 @@ class Function:
             parent = v.grad_fn
             if parent is not None:
                 parent.pending_count += 1
-        guarded = _writable_by_user(node.saved_tensors, variables) if node.saved_tensors else ()
-        node._locked = _SavedLock(guarded) if guarded else None
+        node._locked = lock_saved(node.saved_tensors, variables)
         node._block = None
         if allocator is not None:   # the node's stand-in record (see Arena)
             node._block = allocator.reserve(
                 32 + 8 * (len(variables) + len(node.saved_tensors)), "node", cls.name)
+            node._block.lock = node._locked   # the scope's end unlocks: backward can't run then
             if type(allocator) is Pool:
                 _retain_saved(node, allocator)
         if modes.anomaly:
@@ -311,74 +312,6 @@ def _numeric(value, op_name: str) -> np.ndarray:
     except (TypeError, ValueError) as exc:
         raise DtypeError(f"{op_name}: cannot use {type(value).__name__} as an operand ({exc}). "
                          f"Pass numbers, numeric arrays or Variables.") from None
-
-
-# -- saved arrays are read-only while a graph needs them ------------------------------------------
-# Writing into a saved array would silently change the gradient. An op's own output can only be
-# reached through Variable.data, which hands it out read-only, and arena or pool memory is only
-# written by minigrad, so the arrays to guard are those a user holds: the data of leaf inputs
-# (parameters, batches, constants), and the arrays that views point into. apply() clears their
-# writeable flag and release() (or the garbage collector, for a graph dropped without backward)
-# restores it. A count per array lets several live graphs share one. The counts are not locked
-# against threads: threads that record graphs at the same time must not share leaf arrays.
-_locks: dict = {}            # id(array) -> [array, count, was_writeable]
-
-
-def _writable_by_user(saved: tuple, inputs: tuple) -> tuple:
-    """The user-held arrays behind saved: leaf inputs' data, and the bases of views.
-
-    (A view of a leaf that lives on an arena points into the arena's buffer, which cannot be
-    locked as a whole; such a view is not guarded, the leaf itself is when it is saved.)
-    """
-    guarded = ()
-    for array in saved:
-        if not isinstance(array, np.ndarray):
-            continue
-        base = array.base
-        if base is not None and id(base) not in BUFFER_OWNERS:
-            guarded += (base,)   # a view: guard the user's array it points into
-            continue
-        for v in inputs:
-            if v._data is array:
-                if v.grad_fn is None:
-                    guarded += (array,)
-                break
-    return guarded
-
-
-class _SavedLock:
-    """The arrays one node keeps read-only; released by backward or when the graph is dropped."""
-
-    __slots__ = ("arrays",)
-
-    def __init__(self, arrays: tuple):
-        self.arrays = arrays
-        for array in arrays:
-            entry = _locks.get(id(array))
-            if entry is None:
-                writeable = array.flags.writeable
-                _locks[id(array)] = [array, 1, writeable]
-                if writeable:
-                    array.setflags(write=False)   # (setflags: cheaper than .flags.writeable =)
-            else:
-                entry[1] += 1
-
-    def release(self) -> None:
-        arrays, self.arrays = self.arrays, ()
-        if _locks is None:   # interpreter shutdown
-            return
-        for array in arrays:
-            entry = _locks[id(array)]
-            if entry[1] == 1:
-                del _locks[id(array)]
-                if entry[2]:
-                    array.setflags(write=True)
-            else:
-                entry[1] -= 1
-
-    def __del__(self) -> None:   # a graph dropped without backward
-        if self.arrays:
-            self.release()
 
 
 def _creation_site() -> str:
