@@ -191,6 +191,19 @@ class Arena:
     def free(self, block: Block) -> None:
         """An arena cannot free one block; only pop_to takes memory back."""
 
+    # Backward tells its allocator how arrays are used (see Pool); an arena frees nothing early.
+    def retain(self, array) -> None:
+        pass
+
+    def use_instead(self, old, new) -> None:
+        pass
+
+    def retain_saved(self, saved: tuple) -> None:
+        pass
+
+    def done_with(self, grad_output, saved: tuple, grads: tuple) -> None:
+        pass
+
     def __repr__(self) -> str:
         return (f"Arena({self.name!r}, used={self.used}, high_water={self.high_water}, "
                 f"capacity={self.capacity}, blocks={len(self.blocks)})")
@@ -311,6 +324,24 @@ class Pool:
         block = self.block_of(array)
         if block is not None and not block.pinned and block.uses <= 0:
             self.free(block)
+
+    def use_instead(self, old, new) -> None:
+        """A node's output gradient was replaced by a sum: the sum is needed, the old part not."""
+        self.retain(new)
+        self.release(old)
+
+    def retain_saved(self, saved: tuple) -> None:
+        """A new node saved these arrays: each is needed until the node's backward has run."""
+        for array in saved:
+            self.retain(array)
+
+    def done_with(self, grad_output, saved: tuple, grads: tuple) -> None:
+        """A node's backward ran: free what no node still needs (design E)."""
+        self.release(grad_output)
+        for array in saved:
+            self.release(array)
+        for grad in grads:
+            self.free_if_unused(grad)
 
     def mark(self) -> int:
         return len(self.blocks)

@@ -21,7 +21,8 @@ from typing import Iterator
 import numpy as np
 
 from .arena import Pool
-from .engine import Step, expand, preview, topo_order
+from .engine import topo_order
+from .steps import Step, expand, preview
 from .modes import modes
 from .variable import Variable
 
@@ -145,7 +146,7 @@ class Recorder:
 
     def on_steps(self, group: list) -> None:
         """Note one engine step (a list of Steps: the seed, one node's apply with all it caused,
-        or done; compact or expanded, see engine.expand). Kept raw, with a copy of the values
+        or done; compact or expanded, see steps.expand). Kept raw, with a copy of the values
         that may change later, and turned into event dicts only when the trace is read:
         recording backward stays cheap."""
         kind = group[0][0]   # compact groups hold plain tuples laid out like Step
