@@ -33,8 +33,12 @@ def accumulate_grad(variable, grad) -> bool:
     it. A leaf keeps its gradient in `.grad` (its own array, summed in place); a non-leaf's is
     kept on its node as `grad_output` only until the node runs.
     """
-    if grad.shape != variable._data.shape:
-        grad = _reduce_to_shape(variable, grad)   # sum over the axes broadcasting added
+    shape = variable._data.shape
+    if grad.shape != shape:                       # undo broadcasting (lesson 05)
+        reduced = sum_to_shape(grad, shape)
+        if reduced is None:
+            raise unreducible(variable, grad)
+        grad = reduced
     node = variable.grad_fn
     if node is None:                              # a leaf
         if variable._grad is None:
@@ -56,13 +60,6 @@ def accumulate_grad(variable, grad) -> bool:
     if node._block is not None:
         node._block.allocator.use_instead(old, node.grad_output)
     return False
-
-
-def _reduce_to_shape(variable, grad):
-    reduced = sum_to_shape(grad, variable._data.shape)
-    if reduced is None:
-        raise unreducible(variable, grad)
-    return reduced
 
 
 def _first_leaf_grad(variable, grad):
