@@ -178,8 +178,7 @@ def _run_pending(loss, stepping: bool, shuffle):
             ready.append(stalled)
             if stepping:
                 yield [Step("ready", stalled, None, None, stalled.pending_count)]
-    if _debug[0]:
-        check_all_applied(reached)
+    check_all_applied(reached)                       # (in debug mode)
     if stepping:
         yield [Step("done", root)]
 
@@ -203,8 +202,7 @@ def _run_topo(loss, stepping: bool, shuffle):
         if stepping:
             yield steps
             steps = []
-    if _debug[0]:
-        check_all_applied(order)
+    check_all_applied(order)                         # (in debug mode)
     if stepping:
         yield [Step("done", root)]
 
