@@ -106,7 +106,7 @@ class Function:
     @classmethod
     def apply(cls, *inputs, **params) -> Variable:
         """Run the op on Variables (or constants) and record it in the graph when needed."""
-        variables = _live_variables(inputs, cls.name)
+        variables, requires_grad = _variables_of(inputs, cls.name)
         node = cls()
         node.inputs, node.saved_tensors, node.grad_output = variables, (), None
         node.arena, node._last_buffer = modes.allocator, None
@@ -114,7 +114,7 @@ class Function:
         block = None
         if node.arena is not None:                            # (on an arena or a pool)
             out, block = _placed(node, out, variables)
-        if not (modes.grad_enabled and _any_requires_grad(variables)):
+        if not (requires_grad and modes.grad_enabled):
             return Variable(out, False, None, None, block)    # 2. wrap it: a constant, no graph
         node.pending_count, node.released = 0, False          # 3. or make this node its grad_fn
         node.seq = next(_creation_counter)
@@ -201,14 +201,17 @@ def live_nodes() -> int:
 
 
 # -- the steps of apply, each behind one call ---------------------------------------------------
-def _live_variables(inputs: tuple, op_name: str) -> tuple:
-    """The inputs as Variables (constants wrapped), each checked to be still alive."""
+def _variables_of(inputs: tuple, op_name: str) -> tuple:
+    """The inputs as Variables (constants wrapped), each checked to be alive, and whether any
+    of them requires grad."""
+    requires_grad = False
     for x in inputs:
         if not isinstance(x, Variable):
-            return _live_variables(_as_variables(inputs, op_name), op_name)
+            return _variables_of(_as_variables(inputs, op_name), op_name)
         if x._block is not None and not x._block.alive:
             raise stale_error(f"{op_name}: input {describe(x)}", x._block)
-    return inputs
+        requires_grad = requires_grad or x.requires_grad
+    return inputs, requires_grad
 
 
 def _forward(node, variables: tuple, params: dict) -> np.ndarray:
@@ -227,13 +230,6 @@ def _forward(node, variables: tuple, params: dict) -> np.ndarray:
     except (ValueError, IndexError) as exc:   # numpy's word for shapes/axes/indices that don't fit
         raise node.shape_error([v.shape for v in variables], params, exc) from None
     return out if type(out) is np.ndarray else np.asarray(out)   # 0-d results: numpy scalars
-
-
-def _any_requires_grad(variables: tuple) -> bool:
-    for v in variables:
-        if v.requires_grad:
-            return True
-    return False
 
 
 def _placed(node, out: np.ndarray, inputs: tuple) -> tuple:

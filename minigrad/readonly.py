@@ -19,13 +19,8 @@ _locks: dict = {}            # id(array) -> [array, count, was_writeable]
 
 
 def lock_saved(saved: tuple, inputs: tuple):
-    """The lock on the user-held arrays behind a node's saved tensors, or None if none are."""
-    guarded = _writable_by_user(saved, inputs) if saved else ()
-    return SavedLock(guarded) if guarded else None
-
-
-def _writable_by_user(saved: tuple, inputs: tuple) -> tuple:
-    """The user-held arrays behind saved: leaf inputs' data, and the bases of views.
+    """Lock the user-held arrays behind a node's saved tensors (leaf inputs' data, and the bases
+    of views); returns the lock, or None when there is nothing to guard.
 
     (A view of a leaf that lives on an arena points into the arena's buffer, which cannot be
     locked as a whole; such a view is not guarded, the leaf itself is when it is saved.)
@@ -43,7 +38,7 @@ def _writable_by_user(saved: tuple, inputs: tuple) -> tuple:
                 if v.grad_fn is None:
                     guarded += (array,)
                 break
-    return guarded
+    return SavedLock(guarded) if guarded else None
 
 
 class SavedLock:
