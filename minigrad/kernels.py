@@ -27,6 +27,28 @@ def sum_to_shape(grad: np.ndarray, shape: tuple) -> np.ndarray:
     return grad if grad.shape == shape else None
 
 
+def result_shape(like: tuple) -> tuple:
+    """numpy's broadcast shape of the operands, without its general machinery when shapes agree."""
+    first = like[0]
+    if type(first) is np.ndarray:
+        shape = first.shape
+        if len(like) == 1 or (len(like) == 2 and type(like[1]) is np.ndarray
+                              and like[1].shape == shape):
+            return shape
+    return np.broadcast_shapes(*[np.shape(a) for a in like])
+
+
+def result_dtype(like: tuple) -> np.dtype:
+    """numpy's result dtype of the operands (the common case: arrays of one dtype)."""
+    first = like[0]
+    if type(first) is np.ndarray:
+        dtype = first.dtype
+        if len(like) == 1 or (len(like) == 2 and type(like[1]) is np.ndarray
+                              and like[1].dtype is dtype):
+            return dtype
+    return np.result_type(*like)
+
+
 def softmax(x: np.ndarray, axis: int, out=None) -> np.ndarray:
     """exp(x - max) / sum(exp(x - max)): subtracting the max keeps exp from overflowing."""
     y = np.subtract(x, x.max(axis=axis, keepdims=True), out=out)
