@@ -33,3 +33,6 @@ __all__ = [
 ]
 
 from . import data, nn, optim  # noqa: E402  (layers, optimisers, datasets, on the API above)
+
+from .checkpointing import CheckpointError, checkpoint  # noqa: E402  (save vs recompute)
+__all__ += ["checkpoint", "CheckpointError"]

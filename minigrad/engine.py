@@ -218,7 +218,10 @@ def _run_pending(loss, stepping: bool, shuffle):
     steps = [] if stepping else None
     while True:
         while ready:
-            _apply(pick(ready), ready, reached, steps)
+            node = pick(ready)
+            if stepping and hasattr(node, "recompute_groups"):   # a checkpoint: its own steps
+                yield from node.recompute_groups()
+            _apply(node, ready, reached, steps)
             if stepping:
                 yield steps
                 steps = []
@@ -249,6 +252,8 @@ def _run_topo(loss, stepping: bool, shuffle):
     ready = []   # pending counts still count down, for the views; readiness is not used here
     steps = [] if stepping else None
     for node in reversed(order):
+        if stepping and hasattr(node, "recompute_groups"):   # a checkpoint: its own steps
+            yield from node.recompute_groups()
         _apply(node, ready, None, steps)
         if stepping:
             yield steps

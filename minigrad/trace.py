@@ -79,7 +79,8 @@ class Recorder:
         self._close_frame()
 
     def on_op(self, node, output: Variable) -> None:
-        self._phase = "forward"
+        if self._phase != "recompute":   # (minigrad.checkpoint rebuilding a segment in backward)
+            self._phase = "forward"
         for v in node.inputs:
             if v.grad_fn is not None and self.known(v.grad_fn) is None:
                 self._incomplete = True   # made before recording began: read at backward
@@ -112,8 +113,9 @@ class Recorder:
         counts = "".join(f"; {self._nodes[p['node']]['name']} now has pending count {p['count']}"
                          for p in pending)
         shape = "x".join(str(n) for n in output._data.shape) or "scalar"
+        again = "recompute: " if self._phase == "recompute" else ""
         self._event("op", node=op_id, output=out_id, pending=pending,
-                    text=f"{node.name}({names}) -> {shape}; saves {saves}{counts}.")
+                    text=f"{again}{node.name}({names}) -> {shape}; saves {saves}{counts}.")
         self._close_frame()
 
     def on_alloc(self, block) -> None:
