@@ -30,3 +30,7 @@ check_evaluate = _quiet(lesson07.check_evaluate)
 
 __all__ = ["check_kind_of", "check_saved_by", "check_topo_sort", "check_pending_backward",
            "check_sum_to_shape", "check_softplus", "check_evaluate"]
+
+from . import lesson09  # noqa: E402  (lesson 09: memory)
+check_fit_budget = _quiet(lesson09.check_fit_budget)
+__all__ += ["check_fit_budget"]
