@@ -15,6 +15,8 @@ it uses that is not one of `inputs` must not have a graph (parameters are fine: 
 """
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 
 from . import engine
@@ -112,7 +114,7 @@ def _recompute_and_backward(ctx, grad_output, stepping: bool):
     recorder = modes.recorder
     if recorder is not None:
         recorder.keep_values()
-        phase, recorder._phase = recorder._phase, "recompute"
+        phase = recorder.begin_recompute()
     outer = ctx.inputs
     leaves = [_stand_in(i, a, x, outer) for i, (a, x) in enumerate(zip(ctx.saved_tensors, outer))]
     first_seq = next(_creation_counter)
@@ -126,13 +128,14 @@ def _recompute_and_backward(ctx, grad_output, stepping: bool):
             _free_unsaved(allocator, mark)
     finally:
         modes.grad_enabled, modes.allocator = before
-    if stepping:
-        for group in engine._run_pending(seed, True, None):
-            if group[0][0] != "done":   # the segment's end is not the end of backward
+    if stepping or recorder is not None:
+        recomputed = [engine.Step("recompute", ctx, y)]   # the recompute is a step of its own
+        for group in itertools.chain([recomputed], engine._run_pending(seed, True, None)):
+            if group[0][0] == "done":   # the segment's end is not the end of backward
+                continue
+            if stepping:
                 yield group
-    elif recorder is not None:   # a recorded run: the segment's steps go into the trace
-        for group in engine._run_pending(seed, True, None):
-            if group[0][0] != "done":
+            else:   # (a recorded run whose engine does not step checkpoints: record anyway)
                 recorder.on_steps(group)
     else:
         engine.backward(seed)
@@ -142,7 +145,7 @@ def _recompute_and_backward(ctx, grad_output, stepping: bool):
         grads = tuple(_on(allocator, g, ctx.name) if g is not None and x.grad_fn is not None
                       else g for g, x in zip(grads, outer))   # (counted where the graph lives)
     if recorder is not None:
-        recorder._phase = phase
+        recorder.end_recompute(phase)
     ctx.recomputed = grads
 
 
@@ -152,7 +155,8 @@ def _stand_in(i: int, array, x: Variable, outer: tuple) -> Variable:
     writes the weight gradient straight where the parameter keeps it (no extra copy, nothing
     the size of a weight on the graph's allocator). (x, W, W: only the first W shares.)"""
     leaf = Variable(array, x.requires_grad, None, x.name or f"checkpoint input {i}", x._block)
-    if x.grad_fn is None and x._grad is None and outer.index(x) == i:
+    first = next(j for j, v in enumerate(outer) if v is x)
+    if x.grad_fn is None and x._grad is None and first == i:
         leaf._grad_buffer = x._grad_buffer
     return leaf
 

@@ -116,7 +116,18 @@ class Recorder:
         again = "recompute: " if self._phase == "recompute" else ""
         self._event("op", node=op_id, output=out_id, pending=pending,
                     text=f"{again}{node.name}({names}) -> {shape}; saves {saves}{counts}.")
+        if not again:   # (a recompute is one frame, closed by its "recompute" step)
+            self._close_frame()
+
+    def begin_recompute(self) -> str:
+        """minigrad.checkpoint records a segment again during backward: its events get the
+        "recompute" phase and a frame of their own. Returns the phase for end_recompute."""
         self._close_frame()
+        phase, self._phase = self._phase, "recompute"
+        return phase
+
+    def end_recompute(self, phase: str) -> None:
+        self._phase = phase
 
     def on_alloc(self, block) -> None:
         entry = self._block(block, fresh=True)
@@ -184,6 +195,8 @@ class Recorder:
             self._close_frame()
             if len(group) > 1:   # a leaf loss: backward is done at once
                 self.on_steps(group[1:])
+        elif kind == "recompute":   # a checkpoint's segment was recorded again (one frame)
+            self._close_frame()
         elif kind == "ready":    # a node freed from consumers that are not on the loss's path
             self._events.append(("group", self._phase, group, None, [], []))
             self._count += len(group)

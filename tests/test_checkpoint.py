@@ -129,6 +129,9 @@ def test_backward_steps_show_the_recompute_before_the_checkpoint_applies():
     # the segment's own nodes (4 matmul + 4 tanh, and the seed) run before the checkpoint node
     assert before.count("matmul") == 4 and before.count("tanh") == 4
     assert "recompute_seed" in before
+    kinds = [k for k, _ in names]
+    assert kinds.count("recompute") == 1
+    assert kinds.index("recompute") < kinds.index("start", 1) < at   # then the segment's seed
     assert [k for k, _ in names].count("done") == 1 and names[-1][0] == "done"
     # half way through the recompute, the segment's backward has computed W3's gradient (into
     # the stand-in leaf of the recompute); W3.grad gets it when the checkpoint node applies
