@@ -74,3 +74,50 @@ def test_compare_draws_one_line_per_run_with_the_pools_peaks(lab, page, browser_
     page_root.locator(".mg-runs li").nth(2).wait_for()
     assert page_root.evaluate(PEAKS_JS) == shown
     view.assert_clean()
+
+
+STEPPER = r'''
+import numpy as np
+import minigrad as mg
+from minigrad.widgets import BackwardStepper
+W1 = mg.create_leaf(np.array([[0.5, -0.2], [0.3, 0.8]]), requires_grad=True, name="W1")
+W2 = mg.create_leaf(np.array([[1.0, 0.4], [-0.6, 0.2]]), requires_grad=True, name="W2")
+x = mg.create_leaf(np.array([[1.0, 2.0]]), name="x")
+def segment(h, W):
+    return (h @ W).tanh()
+loss = mg.checkpoint(segment, (x @ W1).tanh(), W2).sum()
+stepper = BackwardStepper(loss)
+'''
+
+
+def test_live_stepper_shows_the_recompute_phase(lab, page, browser_log):
+    from test_widgets import click, snapshot, wait_for
+
+    path = write_notebook(lab.root, "stepper_recompute.ipynb", [STEPPER, "stepper"])
+    nb = open_and_run_all(page, lab, path)
+    root = nb.wait_for_output_selector(1, ".mg-stepper")
+    wait_for(root, lambda s: s["graph"] == "ready", "the graph")
+    seen, hints = [], set()   # (phase shown, the step's sentence), one per click on Step
+    for _ in range(60):
+        snap = snapshot(root)
+        seen.append((snap["dataPhase"], snap["sentence"]))
+        hints.add((snap["dataPhase"], root.locator(".mg-phase-hint").text_content()))
+        if snap["dataPhase"] == "released":
+            break
+        frame = snap["frame"]
+        click(root, "step")
+        wait_for(root, lambda s: s["frame"] == frame + 1 or s["dataPhase"] == "released",
+                 "the next live step")
+    phases = [p for p, _ in seen]
+    runs = [p for i, p in enumerate(phases) if i == 0 or p != phases[i - 1]]
+    assert runs == ["forward", "backward", "recompute", "backward", "released"], runs
+    recompute = [text for p, text in seen if p == "recompute"]
+    assert recompute and all("recompute: " in text for text in recompute), recompute
+    assert ("recompute", "recompute: a checkpoint runs its segment again from the saved "
+                         "inputs, recording it this time") in hints, hints
+    print(f"live stepper: {len(seen)} steps, phases {runs}")
+    # the kernel's engine did run: after the last step both weights have their gradients
+    out = nb.run_new_cell("print(W1.grad is not None and W2.grad is not None)")
+    assert "True" in out, out
+    browser_log.assert_no_console_errors()
+    browser_log.assert_all_requests_local()
