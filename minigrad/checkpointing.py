@@ -98,13 +98,24 @@ class RecomputeSeed(Function):
     grad_text = ("the gradient that reached the checkpoint",)
 
     @staticmethod
-    def forward(ctx, y, *, g):
-        ctx.g = g
+    def forward(ctx, y, *, g, checkpoint):
+        ctx.g, ctx.checkpoint = g, checkpoint
         return np.asarray(np.vdot(y, g), dtype=y.dtype)   # a scalar: nothing big is allocated
 
     @staticmethod
     def backward(ctx, grad_output):
-        return ctx.g if grad_output == 1 else grad_output * ctx.g
+        g, pool = ctx.g, ctx.arena
+        if isinstance(pool, Pool) and pool.block_of(g) is not None:
+            # Hand the segment a copy and free the checkpoint's gradient now, not when the
+            # checkpoint's backward returns: with nested checkpoints, each level would
+            # otherwise hold its gradient while every level below it recomputes.
+            copy = ctx.buffer(g, kind="grad")
+            copy[...] = g
+            ctx.checkpoint.released_grad_output = True   # (the engine skips its release)
+            pool.release(g)
+            g = copy
+        ctx.g = ctx.checkpoint = None
+        return g if grad_output == 1 else grad_output * g
 
 
 def _recompute_and_backward(ctx, grad_output, stepping: bool):
@@ -123,7 +134,7 @@ def _recompute_and_backward(ctx, grad_output, stepping: bool):
     try:
         y = _output(ctx.fn(*leaves), ctx.fn)
         _check_recompute(ctx, y, first_seq)
-        seed = RecomputeSeed.apply(y, g=grad_output)
+        seed = RecomputeSeed.apply(y, g=grad_output, checkpoint=ctx)
         if isinstance(allocator, Pool):
             _free_unsaved(allocator, mark)
     finally:

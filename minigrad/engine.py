@@ -318,7 +318,8 @@ def _apply(node, ready, reached, steps) -> None:
             steps.append(("accumulate", node, parent, grad, count, first, total))
     pool = block.allocator if block is not None and type(block.allocator) is Pool else None
     if pool is not None:   # use counts: free what no node still needs (design E)
-        pool.release(grad_output)
+        if not node.__dict__.get("released_grad_output"):   # (a checkpoint may free it early)
+            pool.release(grad_output)
         for array in saved:
             pool.release(array)
         for grad in grads:
