@@ -44,6 +44,7 @@ bench: $(VENV)/.bench-installed
 	$(PY) benchmarks/digits.py
 	$(PY) benchmarks/trace_cost.py
 	$(PY) benchmarks/tape.py
+	$(PY) benchmarks/checkpoint.py
 
 # Student copies of the lessons (solutions replaced by `raise NotImplementedError()`).
 student: $(VENV)/.test-installed

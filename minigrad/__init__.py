@@ -36,3 +36,6 @@ __all__ = [
 
 from . import data, nn, optim  # noqa: E402  (layers, optimisers, datasets, on the API above)
 from . import tape  # noqa: E402  (the slot tape of design E: an engine beside the eager one)
+
+from .checkpointing import CheckpointError, checkpoint  # noqa: E402  (save vs recompute)
+__all__ += ["checkpoint", "CheckpointError"]

@@ -247,6 +247,7 @@ class Pool:
         self.name = name
         self._free: dict[int, list] = {}         # size class -> [(offset, buffer), ...]
         self._live: dict[int, Block] = {}        # id of a buffer's owning array -> its live block
+        self._released_early: set[int] = set()   # grad_outputs a node gave back before done_with
         self.capacity = 0
         self.used = 0
         self.high_water = 0
@@ -319,6 +320,11 @@ class Pool:
             if block.uses <= 0:
                 self.free(block)
 
+    def release_early(self, grad_output) -> None:
+        """A node's backward frees its own grad_output now; done_with will not release it again."""
+        self.release(grad_output)
+        self._released_early.add(id(grad_output))   # (the engine still holds it: id stays unique)
+
     def free_if_unused(self, array) -> None:
         """Free a temporary (say, a gradient already summed into its target) nobody retained."""
         block = self.block_of(array)
@@ -337,7 +343,10 @@ class Pool:
 
     def done_with(self, grad_output, saved: tuple, grads: tuple) -> None:
         """A node's backward ran: free what no node still needs (design E)."""
-        self.release(grad_output)
+        if id(grad_output) in self._released_early:   # (a checkpoint gave it back already)
+            self._released_early.discard(id(grad_output))
+        else:
+            self.release(grad_output)
         for array in saved:
             self.release(array)
         for grad in grads:

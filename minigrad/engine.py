@@ -169,7 +169,10 @@ def _run_pending(loss, stepping: bool, shuffle):
     ready, reached = [root], [root]
     steps = [] if stepping else None
     while ready:
-        _apply(pick(ready), ready, reached, steps)   # appends the parents it made ready
+        node = pick(ready)
+        if stepping and hasattr(node, "recompute_groups"):   # a checkpoint: its own steps
+            yield from node.recompute_groups()
+        _apply(node, ready, reached, steps)   # appends the parents it made ready
         if stepping:
             yield steps
             steps = []
@@ -198,6 +201,8 @@ def _run_topo(loss, stepping: bool, shuffle):
     ready = []   # pending counts still count down, for the views; readiness is not used here
     steps = [] if stepping else None
     for node in reversed(order):
+        if stepping and hasattr(node, "recompute_groups"):   # a checkpoint: its own steps
+            yield from node.recompute_groups()
         _apply(node, ready, None, steps)
         if stepping:
             yield steps

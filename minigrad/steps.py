@@ -18,7 +18,8 @@ class Step(NamedTuple):
 
     kind: "start" (seed dL/dL = 1 into the loss), "apply" (node's backward runs, grad = its
     grad_output), "accumulate" (grad added into `variable`, first_write tells assign vs sum),
-    "pending" (node's pending_count after a decrement), "ready" (node can run now), "done".
+    "pending" (node's pending_count after a decrement), "ready" (node can run now), "done";
+    and "recompute" (a minigrad.checkpoint node ran its segment again, recording it).
     """
 
     kind: str

@@ -64,6 +64,25 @@ class Recorder:
     def on_pop(self, allocator, blocks: list) -> None:
         self.memory.on_pop(allocator, blocks)
 
+    def begin_recompute(self) -> str:
+        """minigrad.checkpoint records a segment again during backward: its events get the
+        "recompute" phase and a frame of their own. Returns the phase for end_recompute."""
+        self.log.close_frame()
+        phase, self.log.phase = self.log.phase, "recompute"
+        return phase
+
+    def end_recompute(self, phase: str) -> None:
+        self.log.phase = phase
+
+    @property
+    def phase(self) -> str:
+        """forward, backward, release or recompute: what the next event belongs to."""
+        return self.log.phase
+
+    @phase.setter
+    def phase(self, value: str) -> None:
+        self.log.phase = value
+
     def keep_values(self) -> None:
         """Copy the gradient previews still held as whole arrays (see EventLog.keep_values)."""
         self.log.keep_values()

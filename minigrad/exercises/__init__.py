@@ -37,3 +37,7 @@ __all__ = ["check_kind_of", "check_saved_by", "check_topo_sort", "check_pending_
            "check_sum_to_shape", "check_softplus", "check_evaluate"]
 __all__ += ["check_reverse_loop"]
 __all__ += ["check_multiply_rule", "check_save_list"]
+
+from . import lesson09  # noqa: E402  (lesson 09: memory)
+check_fit_budget = _quiet(lesson09.check_fit_budget)
+__all__ += ["check_fit_budget"]

@@ -10,7 +10,8 @@ from .tables import GraphTables, describe
 
 
 class BackwardEvents:
-    """The "start", "apply", "accumulate", "pending", "ready", "done" and "consume" events."""
+    """The "start", "apply", "accumulate", "pending", "ready", "done" and "consume" events (and
+    the frame break of a checkpoint's "recompute")."""
 
     def __init__(self, tables: GraphTables, forward: ForwardEvents, log: EventLog):
         self.tables, self.forward, self.log = tables, forward, log
@@ -59,6 +60,8 @@ class BackwardEvents:
             log.close_frame()
             if len(group) > 1:   # a leaf loss: backward is done at once
                 self.on_steps(group[1:])
+        elif kind == "recompute":   # a checkpoint's segment was recorded again (one frame)
+            log.close_frame()
         elif kind == "ready":    # a node freed from consumers that are not on the loss's path
             log.events.append(("group", log.phase, group, None, [], []))
             log.count += len(group)

@@ -22,7 +22,8 @@ class ForwardEvents:
 
     def on_op(self, node, output) -> None:
         tables, known, log = self.tables, self.tables.ids.known, self.log
-        log.phase = "forward"
+        if log.phase != "recompute":   # (minigrad.checkpoint rebuilding a segment in backward)
+            log.phase = "forward"
         for v in node.inputs:
             if v.grad_fn is not None and known(v.grad_fn) is None:
                 self.incomplete = True   # made before recording began: read at backward
@@ -57,9 +58,11 @@ class ForwardEvents:
         counts = "".join(f"; {nodes[p['node']]['name']} now has pending count {p['count']}"
                          for p in pending)
         shape = "x".join(str(n) for n in output._data.shape) or "scalar"
+        again = "recompute: " if log.phase == "recompute" else ""
         log.event("op", node=op_id, output=out_id, pending=pending,
-                  text=f"{node.name}({names}) -> {shape}; saves {saves}{counts}.")
-        log.close_frame()
+                  text=f"{again}{node.name}({names}) -> {shape}; saves {saves}{counts}.")
+        if not again:   # (a recompute is one frame, closed by its "recompute" step)
+            log.close_frame()
 
     def add_graph(self, variable) -> None:
         """Write the forward events of variable's graph as if they had been recorded.

@@ -162,6 +162,43 @@ class MemoryView(TraceWidget):
                             f"(minigrad.record().trace), got {type(source).__name__}.")
         super().__init__(trace, title=title or trace.get("title") or "")
 
+    @classmethod
+    def compare(cls, runs: dict, *, title: str | None = None) -> "MemoryView":
+        """Several recorded runs on one bytes-over-time axis, e.g. save vs recompute vs
+        checkpoint: `MemoryView.compare({"keep": rec1.trace, "sqrt(n)": rec2.trace})`.
+
+        Each run is a trace (minigrad.record().trace) or a Recorder; its line is the bytes its
+        arenas and pools use after each recorded event, and its peak is the highest of them.
+        """
+        if not isinstance(runs, dict) or not 2 <= len(runs) <= _RUN_COLOURS:
+            got = f"{len(runs)} runs" if isinstance(runs, dict) else type(runs).__name__
+            raise TypeError(f"MemoryView.compare: expected a dict of 2 to {_RUN_COLOURS} "
+                            f"runs, {{name: trace}}, got {got}. Record each run with "
+                            f"`with minigrad.record() as rec:` and pass rec.trace.")
+        series = [_bytes_over_time(str(name), run) for name, run in runs.items()]
+        view = cls(Recorder(title).trace, title=title)
+        view.options = {**view.options, "compare": series}
+        return view
+
+
+_RUN_COLOURS = 6   # (memory.js draws up to six distinct line colours)
+
+
+def _bytes_over_time(name: str, run) -> dict:
+    """A run's line: [event index, bytes used by all its arenas and pools] at each change."""
+    trace = run.trace if isinstance(run, Recorder) else run
+    if not isinstance(trace, dict) or "events" not in trace:
+        raise TypeError(f"MemoryView.compare: run {name!r} is a {type(run).__name__}, not a "
+                        f"trace. Pass minigrad.record().trace (or the Recorder itself).")
+    used: dict = {}
+    points = []
+    for i, event in enumerate(trace["events"]):
+        if event.get("arena") is not None and isinstance(event.get("used"), int):
+            used[event["arena"]] = event["used"]
+            points.append([i, sum(used.values())])
+    peak = max((p[1] for p in points), default=0)
+    return {"name": name, "points": points, "events": len(trace["events"]), "peak": peak}
+
 
 def _ledger_trace(allocator, title) -> dict:
     recorder = Recorder(title or f"{allocator.name}: the ledger now")

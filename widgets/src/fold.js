@@ -5,8 +5,9 @@
 // events when moving forward and folds again from the start when moving back; both use the
 // same `applyEvent`, and the tests check that they always agree.
 
-/** The phase a reader sees: forward, backward, or released (the graph and scope were freed). */
-const PHASE_OF = { forward: "forward", backward: "backward", release: "released" };
+/** The phase a reader sees: forward, recompute (a checkpoint rebuilding its segment during
+ * backward), backward, or released (the graph and scope were freed). */
+const PHASE_OF = { forward: "forward", recompute: "recompute", backward: "backward", release: "released" };
 
 /**
  * Look-up tables for one trace. Cheap (one pass over nodes, edges, blocks and events), so it

@@ -131,6 +131,21 @@ const W = 1000;
 const H = 140;
 const COLORS = ["#2f6fde", "#d9480f", "#2b8a3e", "#9c36b5", "#c92a2a", "#1098ad"];
 
+/** A dashed high-water line and the step line of [event, bytes] points, ending at x = end. */
+function usedLines(points, high, X, Y, end, color, attrs) {
+  let prev = 0;
+  const pts = [`0,${Y(0)}`];
+  for (const [x, used] of points) {
+    pts.push(`${X(x)},${Y(prev)}`, `${X(x)},${Y(used)}`);
+    prev = used;
+  }
+  pts.push(`${end},${Y(prev)}`);
+  return [
+    s("line", { class: "mg-hw-line", x1: "0", x2: String(W), y1: Y(high), y2: Y(high), stroke: color, "vector-effect": "non-scaling-stroke" }),
+    s("polyline", { class: "mg-used-line", points: pts.join(" "), stroke: color, "vector-effect": "non-scaling-stroke", ...attrs }),
+  ];
+}
+
 /** Bytes used per arena over the events, with high-water lines; click to pick a frame. */
 export class MemoryTimeline {
   constructor({ onPick } = {}) {
@@ -175,17 +190,7 @@ export class MemoryTimeline {
     const legendItems = [];
     drawn.forEach((line, i) => {
       const color = COLORS[i % COLORS.length];
-      let prev = 0;
-      const pts = [`0,${Y(0)}`];
-      for (const [x, used] of line.used) {
-        pts.push(`${X(x)},${Y(prev)}`, `${X(x)},${Y(used)}`);
-        prev = used;
-      }
-      pts.push(`${W},${Y(prev)}`);
-      svg.append(
-        s("line", { class: "mg-hw-line", x1: "0", x2: String(W), y1: Y(line.high), y2: Y(line.high), stroke: color, "vector-effect": "non-scaling-stroke" }),
-        s("polyline", { class: "mg-used-line", points: pts.join(" "), stroke: color, "vector-effect": "non-scaling-stroke", "data-arena": line.arena.id }),
-      );
+      svg.append(...usedLines(line.used, line.high, X, Y, W, color, { "data-arena": line.arena.id }));
       legendItems.push(
         h("li", null, h("span", { class: "mg-line-swatch", style: { background: color } }), h("span", { text: `${line.arena.name}: peak ${bytes(line.high)}` })),
       );
@@ -214,5 +219,52 @@ export class MemoryTimeline {
     const x = (((this.index.frames[k] ?? 0) / n) * W).toFixed(1);
     this.cursor.setAttribute("x1", x);
     this.cursor.setAttribute("x2", x);
+  }
+}
+
+/**
+ * Two or more runs on one bytes-over-time axis (MemoryView.compare): one step line per run,
+ * its peak dashed, and a legend with each peak as a ratio to the first run's.
+ * runs: [{name, points: [[event, bytes], ...], events, peak}] (built in Python from traces).
+ */
+export class MemoryCompare {
+  constructor() {
+    this.el = h("div", { class: "mg-timeline mg-compare" });
+  }
+
+  build(runs) {
+    const drawn = runs.filter((r) => Array.isArray(r.points) && r.points.length > 0);
+    if (drawn.length === 0) {
+      this.el.replaceChildren(h("div", { class: "mg-muted", text: "None of these runs recorded an allocation, so there is nothing to compare." }));
+      return;
+    }
+    const xmax = Math.max(1, ...drawn.map((r) => r.events || r.points[r.points.length - 1][0]));
+    const ymax = Math.max(1, ...drawn.map((r) => r.peak || 0));
+    const X = (i) => ((i / xmax) * W).toFixed(1);
+    const Y = (b) => (H - 4 - (b / ymax) * (H - 12)).toFixed(1);
+    const svg = s("svg", { class: "mg-timeline-svg mg-compare-svg", viewBox: `0 0 ${W} ${H}`, preserveAspectRatio: "none", role: "img", "aria-label": "bytes used over time, one line per run" });
+    const first = drawn[0].peak || 1;
+    const items = [];
+    drawn.forEach((run, i) => {
+      const color = COLORS[i % COLORS.length];
+      const end = Number(X(run.events || run.points[run.points.length - 1][0]));
+      svg.append(...usedLines(run.points, run.peak, X, Y, end, color, { "data-run": String(i) }));
+      const ratio = i === 0 ? "" : ` (${(run.peak / first).toFixed(2)}× ${drawn[0].name})`;
+      items.push(
+        h(
+          "li",
+          { "data-run": String(i), "data-peak": String(run.peak) },
+          h("span", { class: "mg-line-swatch", style: { background: color } }),
+          h("span", { class: "mg-run-name", text: String(run.name) }),
+          h("span", { text: `: peak ${bytes(run.peak)}${ratio} · ${run.events} events` }),
+        ),
+      );
+    });
+    this.el.replaceChildren(
+      h("div", { class: "mg-timeline-head" }, h("span", { text: "bytes used over the recorded events, one line per run (dashed: each run's peak)" })),
+      svg,
+      h("div", { class: "mg-axis" }, h("span", { text: "first event" }), h("span", { text: `max ${bytes(ymax)}` }), h("span", { text: `event ${xmax}` })),
+      h("ul", { class: "mg-kinds mg-runs", "aria-label": "runs" }, ...items),
+    );
   }
 }

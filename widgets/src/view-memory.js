@@ -2,7 +2,7 @@
 import { h, setText } from "./dom.js";
 import { injectStyles } from "./css.js";
 import { indexTrace, Replayer, clampFrame, frameEvents } from "./fold.js";
-import { MemoryStrip, MemoryTimeline } from "./memory.js";
+import { MemoryStrip, MemoryTimeline, MemoryCompare } from "./memory.js";
 import { copyTrace, readOptions, now, afterPaint } from "./view-common.js";
 
 /** The frame where the arenas together use the most bytes (by their events). */
@@ -25,9 +25,30 @@ export function peakFrame(index) {
   return k < 0 ? index.frames.length - 1 : k;
 }
 
+/** MemoryView.compare(...): the runs named in options.compare on one axis, nothing else. */
+function renderCompare({ model, el, t0 }) {
+  const title = h("div", { class: "mg-title" });
+  const chart = new MemoryCompare();
+  el.replaceChildren(h("div", { class: "mg-root mg-memoryview mg-memorycompare" }, h("div", { class: "mg-header" }, title), chart.el));
+  function draw() {
+    const o = model.get("options") || {};
+    const runs = Array.isArray(o.compare) ? o.compare : [];
+    title.textContent = typeof o.title === "string" ? o.title : "";
+    title.hidden = !title.textContent;
+    chart.build(runs);
+    el.dataset.runs = String(runs.length);
+  }
+  draw();
+  el.dataset.engineWaitMs = "0";
+  afterPaint(() => (el.dataset.firstPaintMs = (now() - t0).toFixed(1)));
+  model.on("change:options", draw);
+  return () => {};
+}
+
 export function renderMemoryView({ model, el }) {
   const t0 = now();
   injectStyles(el);
+  if (Array.isArray((model.get("options") || {}).compare)) return renderCompare({ model, el, t0 });
   let trace = copyTrace(model.get("trace"));
   let index = indexTrace(trace);
   let replayer = new Replayer(index);

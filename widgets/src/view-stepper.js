@@ -21,6 +21,7 @@ const SPEEDS = [
 ];
 const PHASE_HINT = {
   forward: "forward: the graph is being recorded; no gradients yet",
+  recompute: "recompute: a checkpoint runs its segment again from the saved inputs, recording it this time",
   backward: "backward: gradients flow from the loss back to the leaves",
   released: "released: the graph was consumed; parameters keep their gradients",
 };

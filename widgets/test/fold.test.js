@@ -190,3 +190,18 @@ test("Replayer.extend: appended events continue the same state", () => {
     assert.deepEqual(snapshot(r.seek(k)), snapshot(stateAt(full, k)));
   }
 });
+
+test("checkpoint: a recompute phase inside backward, then backward again, then released", () => {
+  const t = load("checkpoint");
+  const index = indexTrace(t);
+  const runs = index.framePhase.filter((p, k) => k === 0 || p !== index.framePhase[k - 1]);
+  assert.deepEqual(runs, ["forward", "backward", "recompute", "backward", "released"]);
+  const k = index.framePhase.indexOf("recompute");
+  assert.equal(stateAt(t, k).phase, "recompute");
+  assert.ok(frameEvents(index, k).some((ev) => ev.type === "op" && ev.text.startsWith("recompute: ")));
+  // stepping forward with the Replayer and folding from scratch agree on every frame
+  const r = new Replayer(index);
+  for (let f = 0; f < t.frames.length; f++) assert.deepEqual(snapshot(r.seek(f)), snapshot(stateAt(t, f)));
+  const end = stateAt(t, t.frames.length - 1);
+  assert.equal(end.done, true);
+});

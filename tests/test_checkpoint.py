@@ -1,0 +1,316 @@
+"""minigrad.checkpoint: the same gradients as keeping everything, less memory, its own steps,
+and a clear error for every misuse."""
+import json
+import pathlib
+
+import jsonschema
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import minigrad as mg
+from minigrad import check
+from minigrad.checkpointing import CheckpointError
+
+SCHEMA = json.loads((pathlib.Path(mg.__file__).parent / "trace.schema.json").read_text())
+WIDTH = 6
+
+
+def make_params(n, seed=0, dtype=np.float64):
+    rng = np.random.default_rng(seed)
+    return [mg.create_leaf(rng.normal(size=(WIDTH, WIDTH)).astype(dtype) * 0.6,
+                           requires_grad=True, name=f"W{i}") for i in range(n)]
+
+
+def block(h, *weights):
+    """tanh(h W) for each W in turn."""
+    for W in weights:
+        h = (h @ W).tanh()
+    return h
+
+
+def forward(x, weights, cuts):
+    """The chain of layers, checkpointed at each segment [a, b) in cuts (others kept)."""
+    h, i = x, 0
+    for a, b in cuts:
+        h = block(h, *weights[i:a])
+        h = mg.checkpoint(block, h, *weights[a:b])
+        i = b
+    return block(h, *weights[i:])
+
+
+def grads_of(n, cuts, *, steps=False, order="pending", scope=None, seed=0):
+    weights = make_params(n, seed)
+    x = mg.create_leaf(np.random.default_rng(9).normal(size=(3, WIDTH)), requires_grad=True,
+                       name="x")
+    with scope if scope is not None else _nothing():
+        loss = (forward(x, weights, cuts) ** 2).sum()
+        if steps:
+            kinds = [s.kind for s in mg.backward_steps(loss, order=order)]
+        else:
+            loss.backward(order=order)
+            kinds = None
+    return [w.grad.copy() for w in weights] + [x.grad.copy()], kinds
+
+
+class _nothing:
+    def __enter__(self):
+        return None
+
+    def __exit__(self, *exc):
+        return False
+
+
+CUTS = [[], [(0, 6)], [(0, 2), (2, 4), (4, 6)], [(1, 3)], [(0, 1), (3, 6)]]
+
+
+@pytest.mark.parametrize("cuts", CUTS)
+@pytest.mark.parametrize("order", ["pending", "topo"])
+def test_checkpointed_gradients_equal_keep_everything(cuts, order):
+    keep, _ = grads_of(6, [], order=order)
+    got, _ = grads_of(6, cuts, order=order)
+    for a, b in zip(keep, got):
+        np.testing.assert_allclose(b, a, rtol=1e-12, atol=1e-14)
+
+
+@pytest.mark.parametrize("cuts", CUTS[1:])
+def test_gradcheck_float64_through_checkpoints(cuts):
+    weights = make_params(6, seed=3)
+    x = np.random.default_rng(4).normal(size=(2, WIDTH))
+    assert check.gradcheck(lambda x, *ws: forward(x, list(ws), cuts), x, *weights)
+
+
+def test_gradcheck_nested_checkpoints():
+    W1, W2, W3 = make_params(3, seed=5)
+
+    def outer(h, a, b, c):
+        return mg.checkpoint(block, block(h, a), b, c).tanh()
+
+    x = np.random.default_rng(6).normal(size=(2, WIDTH))
+    assert check.gradcheck(lambda x, *ws: mg.checkpoint(outer, x, *ws), x, W1, W2, W3)
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.integers(2, 8).flatmap(lambda n: st.tuples(
+    st.just(n), st.lists(st.integers(1, n), max_size=n), st.sampled_from(["pending", "topo"]))))
+def test_any_segmentation_gives_the_same_gradients(case):
+    n, sizes, order = case
+    cuts, i = [], 0
+    for size in sizes:
+        if i + size > n:
+            break
+        cuts.append((i, i + size))
+        i += size
+    keep, _ = grads_of(n, [], order=order, seed=n)
+    got, _ = grads_of(n, cuts, order=order, seed=n)
+    for a, b in zip(keep, got):
+        np.testing.assert_allclose(b, a, rtol=1e-12, atol=1e-14)
+
+
+@pytest.mark.parametrize("make", [lambda: mg.Arena("graph", 1 << 12), lambda: mg.Pool("graph")])
+@pytest.mark.parametrize("steps", [False, True])
+def test_inside_an_arena_or_a_pool_scope(make, steps):
+    keep, _ = grads_of(6, [])
+    got, _ = grads_of(6, [(0, 3), (3, 6)], steps=steps, scope=make().scope())
+    for a, b in zip(keep, got):
+        np.testing.assert_allclose(b, a, rtol=1e-12, atol=1e-14)
+
+
+def test_backward_steps_show_the_recompute_before_the_checkpoint_applies():
+    weights = make_params(4)
+    x = mg.create_leaf(np.ones((2, WIDTH)), requires_grad=True)
+    h = mg.checkpoint(block, x, *weights)
+    loss = (h * h).sum()
+    steps = list(mg.backward_steps(loss))
+    names = [(s.kind, s.node.name if s.node is not None else None) for s in steps]
+    at = names.index(("apply", "checkpoint"))
+    before = [name for kind, name in names[:at] if kind == "apply"]
+    # the segment's own nodes (4 matmul + 4 tanh, and the seed) run before the checkpoint node
+    assert before.count("matmul") == 4 and before.count("tanh") == 4
+    assert "recompute_seed" in before
+    kinds = [k for k, _ in names]
+    assert kinds.count("recompute") == 1
+    assert kinds.index("recompute") < kinds.index("start", 1) < at   # then the segment's seed
+    assert [k for k, _ in names].count("done") == 1 and names[-1][0] == "done"
+    # half way through the recompute, the segment's backward has computed W3's gradient (into
+    # the stand-in leaf of the recompute); W3.grad gets it when the checkpoint node applies
+    weights2 = make_params(4)
+    x2 = mg.create_leaf(np.ones((2, WIDTH)), requires_grad=True)
+    loss2 = (mg.checkpoint(block, x2, *weights2) ** 2).sum()
+    it = mg.backward_steps(loss2)
+    for step in it:
+        if step.kind == "accumulate" and step.variable.name == "W3":
+            break
+    assert step.variable is not weights2[3] and step.variable.grad is not None
+    assert all(w.grad is None for w in weights2)
+    for step in it:
+        if step.kind == "apply" and step.node.name == "checkpoint":
+            break
+    for step in it:
+        if step.kind == "accumulate" and step.variable is weights2[3]:
+            break
+    np.testing.assert_allclose(weights2[3].grad, step.grad)
+    for _ in it:
+        pass
+    assert all(w.grad is not None for w in weights2)
+
+
+def test_groups_keep_one_engine_step_each_during_the_recompute():
+    weights = make_params(3)
+    x = mg.create_leaf(np.ones((2, WIDTH)), requires_grad=True)
+    loss = mg.checkpoint(block, x, *weights).sum()
+    groups = list(mg.backward_groups(loss))
+    applies = [g for g in groups if g[0].kind == "apply"]
+    assert all(sum(s.kind == "apply" for s in g) == 1 for g in applies)
+    assert len(applies) == 1 + 1 + 6 + 1   # sum, seed, 3 matmul + 3 tanh, checkpoint
+
+
+def test_recorded_trace_has_a_recompute_phase_and_validates():
+    weights = make_params(3)
+    x = mg.create_leaf(np.ones((2, WIDTH)), requires_grad=True, name="x")
+    pool = mg.Pool("graph")
+    with mg.record() as rec, pool.scope():
+        loss = mg.checkpoint(block, x, *weights).sum()
+        loss.backward()
+    trace = rec.trace
+    jsonschema.validate(trace, SCHEMA)
+    phases = [e["phase"] for e in trace["events"]]
+    recompute = [e for e in trace["events"] if e["phase"] == "recompute"]
+    assert [e for e in recompute if e["type"] == "op"]
+    assert all(e["text"].startswith("recompute: ") for e in recompute if e["type"] == "op")
+    first, last = phases.index("recompute"), len(phases) - 1 - phases[::-1].index("recompute")
+    assert "backward" in phases[:first] and "backward" in phases[last:]
+    assert [e["type"] for e in trace["events"]].count("done") == 1
+
+
+def test_checkpoint_lowers_the_pool_peak_and_keeps_only_inputs():
+    def peak(cuts):
+        weights = make_params(8, dtype=np.float32)
+        x = mg.create_leaf(np.ones((64, WIDTH), np.float32))
+        pool = mg.Pool("graph")
+        with pool.scope():
+            forward(x, weights, cuts).sum().backward()
+        return pool.high_water
+    keep = peak([])
+    half = peak([(0, 4), (4, 8)])
+    assert half < 0.75 * keep, (half, keep)
+
+
+def test_under_no_grad_it_just_runs_the_segment():
+    weights = make_params(2)
+    x = mg.create_leaf(np.ones((2, WIDTH)), requires_grad=True)
+    with mg.no_grad():
+        y = mg.checkpoint(block, x, *weights)
+    assert y.grad_fn is None and not y.requires_grad
+    np.testing.assert_allclose(y.data, block(x, *weights).data)
+
+
+def test_a_second_backward_says_the_graph_was_consumed():
+    weights = make_params(2)
+    x = mg.create_leaf(np.ones((2, WIDTH)))
+    loss = mg.checkpoint(block, x, *weights).sum()
+    loss.backward()
+    with pytest.raises(mg.errors.BackwardError, match="consumed"):
+        loss.backward()
+
+
+def test_a_parameter_passed_twice_and_one_not_used():
+    W, V = make_params(2)
+    x = mg.create_leaf(np.ones((2, WIDTH)))
+    mg.checkpoint(lambda h, a, b, unused: block(h, a, b), x, W, W, V).sum().backward()
+    got, unused = W.grad.copy(), V.grad
+    W.zero_grad()
+    block(x, W, W).sum().backward()
+    np.testing.assert_allclose(got, W.grad, rtol=1e-12)
+    np.testing.assert_array_equal(unused, np.zeros_like(V.data))
+
+
+# --- misuse ------------------------------------------------------------------------------------
+
+def test_misuse_fn_not_callable():
+    x = mg.create_leaf(np.ones(2), requires_grad=True)
+    with pytest.raises(CheckpointError, match=r"first argument.*checkpoint\(fn, \*inputs\)"):
+        mg.checkpoint(x, x)
+
+
+def test_misuse_input_not_a_variable():
+    with pytest.raises(CheckpointError, match=r"input 1 is a ndarray, not a Variable.*create_leaf"):
+        mg.checkpoint(block, mg.create_leaf(np.ones((1, WIDTH))), np.eye(WIDTH))
+
+
+def test_misuse_no_inputs():
+    with pytest.raises(CheckpointError, match="no inputs"):
+        mg.checkpoint(lambda: None)
+
+
+def test_misuse_no_input_requires_grad():
+    W, = make_params(1)
+    x = mg.create_leaf(np.ones((1, WIDTH)))
+    with pytest.raises(CheckpointError, match=r"none of the 1 inputs requires grad.*pass the "
+                                              r"parameters as inputs"):
+        mg.checkpoint(lambda h: block(h, W), x)
+
+
+@pytest.mark.parametrize("result", [lambda h: (h, h), lambda h: h.data, lambda h: None])
+def test_misuse_fn_returns_no_variable(result):
+    x = mg.create_leaf(np.ones((1, WIDTH)), requires_grad=True)
+    with pytest.raises(CheckpointError, match=r"returned a \w+, not a Variable.*one Variable"):
+        mg.checkpoint(result, x)
+
+
+def test_misuse_a_captured_variable_with_a_graph():
+    W, = make_params(1)
+    x = mg.create_leaf(np.ones((1, WIDTH)), requires_grad=True)
+    outside = (x @ W).tanh()   # has a graph; used by the segment without being passed in
+    loss = mg.checkpoint(lambda h: h * outside, x).sum()
+    with pytest.raises(CheckpointError, match=r"tanh node recorded outside.*pass that Variable "
+                                              r"as an input"):
+        loss.backward()
+
+
+def test_misuse_a_segment_that_is_not_deterministic():
+    rng = np.random.default_rng(0)
+    x = mg.create_leaf(np.ones((1, WIDTH)), requires_grad=True)
+    loss = mg.checkpoint(lambda h: h * rng.normal(size=WIDTH), x).sum()
+    with pytest.raises(CheckpointError, match=r"different output.*same thing twice.*random"):
+        loss.backward()
+
+
+def test_misuse_an_output_that_does_not_depend_on_the_inputs():
+    x = mg.create_leaf(np.ones((1, WIDTH)), requires_grad=True)
+    loss = mg.checkpoint(lambda h: mg.create_leaf(np.ones(3)), x).sum()
+    with pytest.raises(CheckpointError, match=r"does not require grad.*compute the output from"):
+        loss.backward()
+
+
+def recompute_all(x, weights):
+    """Only x is kept: layer j's input is recomputed from x by a nested checkpoint."""
+    def upto(j):
+        if j == 0:
+            return block
+        inner = upto(j - 1)
+        return lambda x, *ws: block(mg.checkpoint(inner, x, *ws[:-1]), ws[-1])
+    return mg.checkpoint(upto(len(weights) - 1), x, *weights)
+
+
+def test_nested_recompute_from_the_input_gives_keeps_gradients_and_flat_memory():
+    def run(n, policy):
+        weights = make_params(n, seed=7, dtype=np.float32)
+        x = mg.create_leaf(np.ones((2048, WIDTH), np.float32))   # activations of 48 KB
+        pool = mg.Pool("graph")
+        with pool.scope():
+            policy(x, weights).sum().backward()
+        return pool.high_water, [w.grad for w in weights]
+
+    keep_peak, keep_grads = run(12, lambda x, ws: block(x, *ws))
+    peak, grads = run(12, recompute_all)
+    for a, b in zip(keep_grads, grads):
+        np.testing.assert_allclose(b, a, rtol=1e-5, atol=1e-6)
+    assert peak < 0.35 * keep_peak, (peak, keep_peak)
+    # O(1) arrays in depth: twice the layers, nearly the same peak (each nesting level still
+    # holds its small graph records, a few hundred bytes); keep's peak doubles
+    peak_24, _ = run(24, recompute_all)
+    keep_24, _ = run(24, lambda x, ws: block(x, *ws))
+    assert keep_24 > 1.8 * keep_peak
+    assert peak_24 < 1.2 * peak, (peak_24, peak)
