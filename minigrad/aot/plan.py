@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 from ..errors import MinigradError
 from .derive import compute_required_saves
-from .ir import Graph, Operation, is_saved, saved_name_of, unsaved
+from .ir import Graph, Operation, saved_name_of, unsaved
 
 ALIAS_OPS = {"view", "reshape", "transpose", "identity", "broadcast_to"}
 CHEAP_OPS = {"relu", "tanh", "sigmoid", "silu", "gelu", "add", "bias_add", "subtract", "multiply",
