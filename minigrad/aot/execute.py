@@ -97,6 +97,11 @@ class Executor:
                                    f"(known: {', '.join(sorted(COMPILERS))}).")
             args = [self._lookup(t, op) for t in op.inputs]
             out, op_calls = compiler(*args, **op.attrs)
+            if not isinstance(out, np.ndarray):   # a scalar would freeze at its first value
+                raise ExecuteError(f"Executor: the compiler of '{op.type}' ({op.id}) made a "
+                                   f"{type(out).__name__} for '{op.outputs[0]}', not an ndarray. "
+                                   f"Rule: every buffer of a plan, 0-d included, is an ndarray "
+                                   f"later runs write into. Fix: wrap its result in _buffer().")
             self.env[op.outputs[0]] = out
             if not op_calls and not any(placement.root_of(out) is placement.root_of(a) for a in args):
                 self.constant_ids.add(id(placement.root_of(out)))   # made once (zeros): keep it
@@ -153,22 +158,35 @@ def _call(fn, *args):
     return args[-1], [(fn, args)]
 
 
+def _buffer(result) -> np.ndarray:
+    """A result made into a buffer later runs write into. numpy returns a 0-d result as a scalar
+    (np.add of two 0-d arrays is a float64), which no out= accepts and no later call would see
+    change: every buffer of the plan, 0-d included, is a real ndarray."""
+    return result if isinstance(result, np.ndarray) else np.array(result)
+
+
+def _empty_for(*arrays) -> np.ndarray:
+    """The out buffer of an elementwise kernel of arrays (allocated first: the kernels write their
+    out in place, which a 0-d result computed without out= could not take)."""
+    return np.empty(np.broadcast_shapes(*(a.shape for a in arrays)), np.result_type(*arrays))
+
+
 def _ufunc(ufunc):
     def compile_(*arrays, **attrs):
-        return _call(ufunc, *arrays, ufunc(*arrays))
+        return _call(ufunc, *arrays, _buffer(ufunc(*arrays)))
     return compile_
 
 
 def _grad_kernel(kernel):
     """Backward kernels take (forward tensor, grad_output, out); rules list the gradient first."""
     def compile_(grad_output, x, **attrs):
-        return _call(kernel, x, grad_output, kernel(x, grad_output))
+        return _call(kernel, x, grad_output, _empty_for(x, grad_output))
     return compile_
 
 
 def _activation(kernel):
     def compile_(x, **attrs):
-        return _call(kernel, x, kernel(x))
+        return _call(kernel, x, _empty_for(x))
     return compile_
 
 
@@ -209,8 +227,7 @@ def _matmul_bias(a, b, bias, transpose="NN", **attrs):
 
 
 def _reduce(x, axis=None, keepdims=False, scale=None):
-    out = np.add.reduce(x, axis, None, None, keepdims)
-    out = np.asarray(out) if np.ndim(out) == 0 and not isinstance(out, np.ndarray) else out
+    out = _buffer(np.add.reduce(x, axis, None, None, keepdims))
     calls = [(np.add.reduce, (x, axis, None, out, keepdims))]
     if scale is not None:
         calls.append((np.multiply, (out, scale, out)))
@@ -270,12 +287,11 @@ def _along_axis_backward(kernel):
 
 
 def _pow(x, exponent=None, **attrs):
-    return _call(np.power, x, exponent, np.power(x, exponent))
+    return _call(np.power, x, exponent, _buffer(np.power(x, exponent)))
 
 
 def _pow_backward(grad_output, x, exponent=None, **attrs):
-    return _call(kernels.pow_backward, x, exponent, grad_output,
-                 kernels.pow_backward(x, exponent, grad_output))
+    return _call(kernels.pow_backward, x, exponent, grad_output, _empty_for(x, grad_output))
 
 
 def _cross_entropy(logits, targets, **attrs):
