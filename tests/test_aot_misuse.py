@@ -72,3 +72,84 @@ def test_a_loss_that_is_not_a_scalar_is_refused():
     forward = aot.capture(lambda a: a.tanh(), leaf(2, 3))
     with pytest.raises(aot.DeriveError, match=r"loss 'loss' has shape \(2, 3\).*scalar.*\.sum\(\)"):
         aot.derive_backward_graph(forward)
+
+
+# -- rules that misuse their BackwardRuleContext, each registered in a private registry ----------
+
+def data_times_param():
+    """loss = sum(tanh(x * V)): x is data (no gradient wanted), V a parameter."""
+    V = mg.create_leaf(np.full((2, 3), 0.5), requires_grad=True, name="V")
+    forward = aot.capture(lambda x: (x * V).tanh().sum(), np.ones((2, 3)), params=[V])
+    assert [op.type for op in forward.operations] == ["multiply", "tanh", "sum"]
+    return forward
+
+
+def with_rule(op_type, rule):
+    mine = aot.registry.copy()
+    mine.register_rule(op_type, rule)
+    return mine
+
+
+def naive_multiply_backward(ctx):
+    """Writes both input gradients without asking ctx.needs_grad(i)."""
+    a, b = ctx.fwd_op.inputs
+    return [ctx.op("multiply", [ctx.d_output, ctx.read(b)], [ctx.d_inputs[0]]),
+            ctx.op("multiply", [ctx.d_output, ctx.read(a)], [ctx.d_inputs[1]])]
+
+
+def test_a_rule_writing_the_gradient_of_an_input_that_needs_none_is_refused():
+    forward = data_times_param()
+    with pytest.raises(aot.DeriveError, match=r"rule naive_multiply_backward for multiply_0 "
+                       r"\(multiply\).*writes a tensor named None.*input 0 \('x'\).*"
+                       r"Fix: check ctx.needs_grad\(i\)"):
+        aot.derive_backward_graph(forward, registry=with_rule("multiply", naive_multiply_backward))
+    assert aot.registry.rule_for(forward.operations[0]).__name__ == "multiply_backward"
+    # the same rule is right where both inputs need a gradient: the error is about None only
+    forward.no_grad.clear()
+    backward = aot.derive_backward_graph(forward, registry=with_rule("multiply", naive_multiply_backward))
+    assert sorted(backward.outputs) == ["d_V", "d_x"]
+    assert "d_x = multiply(d_multiply_0, V)" in str(backward)
+
+
+def test_a_rule_reading_the_gradient_of_an_input_that_needs_none_is_refused():
+    def reads_none(ctx):
+        return [ctx.op("neg", [ctx.d_inputs[0]], [ctx.d_inputs[1]])]
+    with pytest.raises(aot.DeriveError, match=r"reads_none for multiply_0 \(multiply\).*reads a "
+                       r"tensor named None.*input 0 \('x'\)"):
+        aot.derive_backward_graph(data_times_param(), registry=with_rule("multiply", reads_none))
+
+
+def test_an_operation_with_a_none_name_still_prints():
+    assert aot.Operation("neg_1", "neg", (None,), (None,)).text() == "None = neg(None)"
+
+
+@pytest.mark.parametrize("misuse, message", [
+    (lambda ctx: ctx.shape("nope"), r"tanh_1 \(tanh\) asked ctx.shape\('nope'\): 'nope' is not a "
+                                    r"tensor of the forward graph.*Fix: .*\['multiply_0'\]"),
+    (lambda ctx: ctx.temp("d_t", like="nope"), r"ctx.temp\('d_t', like='nope'\).*not a tensor"),
+    (lambda ctx: ctx.needs_grad(3), r"ctx.needs_grad\(3\), but the op has 1 inputs "
+                                    r"\['multiply_0'\].*Fix: i in 0..0"),
+], ids=["shape", "temp", "needs_grad"])
+def test_a_rule_asking_the_context_about_a_wrong_name_or_index(misuse, message):
+    def asks(ctx):
+        misuse(ctx)
+        return [ctx.op("tanh_backward", [ctx.d_output, aot.saved_ref("tanh_1")], [ctx.d_inputs[0]])]
+    with pytest.raises(aot.DeriveError, match=message):
+        aot.derive_backward_graph(data_times_param(), registry=with_rule("tanh", asks))
+
+
+def test_a_rule_reading_a_saved_tensor_that_does_not_exist_is_named():
+    def reads_typo(ctx):
+        return [ctx.op("tanh_backward", [ctx.d_output, ctx.read("tanh1")], [ctx.d_inputs[0]])]
+    with pytest.raises(aot.DeriveError, match=r"tanh_1 \(tanh\).*unknown tensor 'saved.tanh1'"):
+        aot.derive_backward_graph(data_times_param(), registry=with_rule("tanh", reads_typo))
+
+
+@pytest.mark.parametrize("written", ["x", "V", "d_loss", "d_tanh_1"])
+def test_a_rule_writing_a_name_already_taken_is_refused(written):
+    def overwrites(ctx):
+        return [ctx.op("tanh_backward", [ctx.d_output, aot.saved_ref("tanh_1")], [written]),
+                ctx.op("identity", [written], [ctx.d_inputs[0]])]
+    with pytest.raises(aot.DeriveError, match=rf"tanh_1 \(tanh\).*writes '{written}', which "
+                       rf"already names.*ctx.temp"):
+        aot.derive_backward_graph(data_times_param(), registry=with_rule("tanh", overwrites))

@@ -17,18 +17,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..errors import MinigradError
 from .ir import Graph, Operation, is_saved, unsaved
-from .rules import BackwardRuleContext, BackwardRuleRegistry, registry as default_registry
+from .rules import BackwardRuleContext, BackwardRuleRegistry, DeriveError, registry as default_registry
 
 EXTERNAL = -1   # the producer of inputs, params and constants: they come from outside the graph
 # Index-like tensors have no gradient even when stored as floats (the source design's list).
 INDEX_NAME = re.compile(r"(rope_freqs|scatter_indices|routing_indices|gather_indices|"
                         r"expert_offsets|position_ids)$")
-
-
-class DeriveError(MinigradError, ValueError):
-    """The forward graph or the options do not allow a backward graph (named tensor, fix)."""
 
 
 @dataclass
@@ -243,13 +238,15 @@ def _readable(forward: Graph) -> tuple:
 
 
 def _check_rule_output(op, rule, ops, d_inputs, readable_sets, known: set) -> None:
-    """Unknown names and unsaved activations are bugs of the rule: say which, and the fix."""
+    """Unknown names, None names, unsaved activations and names written twice are bugs of the
+    rule: say which, and the fix."""
     name = getattr(rule, "__name__", repr(rule))
     forward_tensors, readable = readable_sets
     for b in ops:
         if not isinstance(b, Operation):
             raise DeriveError(f"rule {name} for {op.id} ({op.type}) returned {b!r}, not an "
                               f"Operation. Fix: build operations with ctx.op(type, inputs, outputs).")
+        _check_names_are_strings(f"rule {name} for {op.id} ({op.type})", op, b, d_inputs)
         for t in b.inputs:
             if t in known or t in readable or (is_saved(t) and unsaved(t) in forward_tensors):
                 continue
@@ -263,12 +260,35 @@ def _check_rule_output(op, rule, ops, d_inputs, readable_sets, known: set) -> No
                               f"ctx.d_outputs, "
                               f"earlier outputs of the rule, parameters, and saved.<forward "
                               f"tensor>. Fix: check the name's spelling in {b.text()}.")
+        for t in b.outputs:
+            if t in known or t in forward_tensors or t in readable:
+                raise DeriveError(f"rule {name} for {op.id} ({op.type}): backward op {b.id} writes "
+                                  f"'{t}', which already names a forward or backward tensor. Rule: "
+                                  f"a graph writes each name once. Fix: name intermediates with "
+                                  f"ctx.temp(label, like=...); write input i's gradient to "
+                                  f"ctx.d_inputs[i].")
         known.update(b.outputs)
     missing = [n for n in d_inputs if n is not None and n not in known]
     if missing:
         raise DeriveError(f"rule {name} for {op.id} ({op.type}) did not write {missing}. Rule: a "
                           f"rule writes every ctx.d_inputs[i] that is not None. Fix: emit an op "
                           f"with that output (or check ctx.needs_grad(i) before skipping it).")
+
+
+def _check_names_are_strings(where: str, op, b, d_inputs) -> None:
+    """None where a tensor name belongs: the rule used the gradient of a tensor that needs none."""
+    no_grad = ", ".join(f"{i} ('{t}')" for i, (t, d) in enumerate(zip(op.inputs, d_inputs)) if d is None)
+    because = (f"ctx.d_inputs[i] is None for an input that needs no gradient, here input "
+               f"{no_grad}" if no_grad else "every input of this op needs a gradient, so the "
+               "name came from elsewhere in the rule (ctx.d_outputs[j] is None for an output "
+               "that needs none)")
+    for side, names in (("writes", b.outputs), ("reads", b.inputs)):
+        bad = [t for t in names if not isinstance(t, str)]
+        if bad:
+            raise DeriveError(f"{where}: backward op {b.id} ({b.type}) {side} a tensor named "
+                              f"{bad[0]!r} ({b.text()}): {because}. Rule: a rule emits nothing "
+                              f"for an input that needs no gradient. Fix: check ctx.needs_grad(i) "
+                              f"before emitting the op that writes or reads ctx.d_inputs[i].")
 
 
 def compute_required_saves(backward: Graph) -> list:

@@ -27,7 +27,8 @@ class Operation:
 
     def text(self) -> str:
         attrs = "".join(f" {k}={v!r}" for k, v in self.attrs.items())
-        return f"{', '.join(self.outputs)} = {self.type}({', '.join(self.inputs)}{';' if attrs else ''}{attrs})"
+        outputs, inputs = ", ".join(map(str, self.outputs)), ", ".join(map(str, self.inputs))
+        return f"{outputs} = {self.type}({inputs}{';' if attrs else ''}{attrs})"
 
 
 @dataclass(frozen=True)

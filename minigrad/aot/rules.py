@@ -18,6 +18,10 @@ from ..errors import MinigradError
 from .ir import SAVED_PREFIX, Graph, Operation
 
 
+class DeriveError(MinigradError, ValueError):
+    """The forward graph, the options or a rule do not allow a backward graph (named tensor, fix)."""
+
+
 class MissingRuleError(MinigradError, KeyError):
     """derive_backward_graph met an op type with no backward rule."""
 
@@ -49,6 +53,10 @@ class BackwardRuleContext:
         return self._counter[0]
 
     def needs_grad(self, i: int) -> bool:
+        if not 0 <= i < len(self.d_inputs):
+            raise DeriveError(f"the rule for {self.fwd_op.id} ({self.fwd_op.type}) asked "
+                              f"ctx.needs_grad({i}), but the op has {len(self.d_inputs)} inputs "
+                              f"{list(self.fwd_op.inputs)}. Fix: i in 0..{len(self.d_inputs) - 1}.")
         return self.d_inputs[i] is not None
 
     def is_param(self, name: str) -> bool:
@@ -63,14 +71,25 @@ class BackwardRuleContext:
         return name if self.is_param(name) else saved_ref(name)
 
     def shape(self, name: str) -> tuple:
-        return self.shape_env[name].shape
+        return self._info(name, f"ctx.shape({name!r})").shape
 
     def temp(self, label: str, like: str) -> str:
         """A fresh name for an intermediate backward tensor shaped like forward tensor `like`."""
+        info = self._info(like, f"ctx.temp({label!r}, like={like!r})")
         self._counter[0] += 1
         name = f"{label}_{self._counter[0]}"
-        self.new_shapes[name] = self.shape_env.get(like)
+        self.new_shapes[name] = info
         return name
+
+    def _info(self, name: str, asked: str):
+        info = self.shape_env.get(name)
+        if info is None:
+            raise DeriveError(f"the rule for {self.fwd_op.id} ({self.fwd_op.type}) asked {asked}: "
+                              f"'{name}' is not a tensor of the forward graph. Rule: shapes are "
+                              f"known for forward tensors only. Fix: name one of the op's inputs "
+                              f"{list(self.fwd_op.inputs)} or outputs {list(self.fwd_op.outputs)} "
+                              f"(without 'saved.').")
+        return info
 
     def op(self, type_: str, inputs, outputs, **attrs) -> Operation:
         self._counter[0] += 1
