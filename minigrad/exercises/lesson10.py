@@ -56,14 +56,10 @@ def _aot_grads(rule, fn, x, params: dict) -> tuple[dict, object]:
     leaves = {name: mg.create_leaf(value.copy(), requires_grad=True, name=name)
               for name, value in params.items()}
     forward = aot.capture(lambda x: fn(x, *leaves.values()), x, params=leaves)
+    # derive checks the rule's operations (a name None, unknown or unsaved is a DeriveError)
     backward = call(aot.derive_backward_graph, forward, registry=rules)
-    for op in backward.operations:
-        if None in op.outputs or None in op.inputs:
-            raise StudentError(f"the backward operation {op.type} reads or writes a tensor named "
-                               f"None: {op.inputs} -> {op.outputs}. ctx.d_inputs[i] is None when "
-                               f"input i needs no gradient; a rule emits nothing for it.")
-    run = aot.Executor(forward, backward, leaves, x)
-    try:
+    try:   # compiling runs every operation once: a wrong shape fails there, or in run
+        run = aot.Executor(forward, backward, leaves, x)
         run.run(x)
     except Exception as exc:   # a wrong shape or op in the student's emitted operations
         raise StudentError(f"running the derived backward graph failed: {type(exc).__name__}: "
