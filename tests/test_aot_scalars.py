@@ -56,11 +56,15 @@ CASES = [
 ]
 
 
-def compiled(fn, arrays, share_buffers):
+def compiled(fn, arrays, setup="shared"):
+    """setup: shared or unshared buffers, or recompute (backward re-runs the cheap ops' saves,
+    among them 0-d ones such as a tanh of a sum)."""
     inputs = [mg.create_leaf(a.copy(), requires_grad=True, name=f"x{i}") for i, a in enumerate(arrays)]
     forward = aot.capture(fn, *inputs)
     backward = aot.derive_backward_graph(forward)
-    return forward, aot.Executor(forward, backward, None, *arrays, share_buffers=share_buffers)
+    if setup == "recompute":
+        backward = aot.plan_memory(forward, backward, policy="recompute").backward
+    return forward, aot.Executor(forward, backward, None, *arrays, share_buffers=setup != "unshared")
 
 
 def check_run(forward, executor, fn, arrays):
@@ -75,10 +79,10 @@ def check_run(forward, executor, fn, arrays):
         np.testing.assert_allclose(got, central, rtol=1e-5, atol=1e-7)
 
 
-@pytest.mark.parametrize("share_buffers", [True, False], ids=["shared", "unshared"])
+@pytest.mark.parametrize("setup", ["shared", "unshared", "recompute"])
 @pytest.mark.parametrize("op_types, fn, arrays", [c[1:] for c in CASES], ids=[c[0] for c in CASES])
-def test_scalar_reductions_feeding_further_ops(op_types, fn, arrays, share_buffers):
-    forward, executor = compiled(fn, arrays, share_buffers)
+def test_scalar_reductions_feeding_further_ops(op_types, fn, arrays, setup):
+    forward, executor = compiled(fn, arrays, setup)
     assert op_types <= {op.type for op in forward.operations}, forward.text()
     check_run(forward, executor, fn, arrays)
     # a second run on new values: a 0-d buffer held as a numpy scalar would keep the first value
@@ -87,7 +91,7 @@ def test_scalar_reductions_feeding_further_ops(op_types, fn, arrays, share_buffe
 
 def test_every_buffer_of_the_plan_is_an_ndarray():
     fn, arrays = CASES[0][2], CASES[0][3]
-    forward, executor = compiled(fn, arrays, share_buffers=True)
+    forward, executor = compiled(fn, arrays)
     zero_d = [name for name, value in executor.env.items() if np.ndim(value) == 0]
     assert {"loss", "d_loss"} <= set(zero_d)
     assert all(isinstance(executor.env[name], np.ndarray) for name in zero_d), zero_d
