@@ -145,9 +145,9 @@ def matmul_backward(a: np.ndarray, b: np.ndarray, grad_output: np.ndarray, need_
 # Each takes out= (a preallocated array, or None to allocate) so that a compiled plan can write
 # into its own buffers; the math is the same either way.
 
-def _array(result) -> np.ndarray:
-    """A ufunc gives a 0-d result back as a numpy scalar, which the next in-place step (out=)
-    refuses: keep it a 0-d array."""
+def as_array(result) -> np.ndarray:
+    """A ufunc gives a 0-d result back as a numpy scalar, which no out= accepts (the next in-place
+    step, or an aot plan's buffer): keep it a 0-d array."""
     return result if isinstance(result, np.ndarray) else np.asarray(result)
 
 
@@ -158,7 +158,7 @@ def tanh_backward(y: np.ndarray, grad_output: np.ndarray, out=None) -> np.ndarra
     or an out= keyword costs as much as the arithmetic, and a compiled aot plan calls this once
     per tanh.)
     """
-    grad = _array(np.multiply(grad_output, y, out))
+    grad = as_array(np.multiply(grad_output, y, out))
     np.multiply(grad, y, grad)
     return np.subtract(grad_output, grad, grad)
 
@@ -170,7 +170,7 @@ def relu_backward(x: np.ndarray, grad_output: np.ndarray, out=None) -> np.ndarra
 
 def sigmoid(x: np.ndarray, out=None) -> np.ndarray:
     """1 / (1 + e^-x)."""
-    y = _array(np.negative(x, out=out))
+    y = as_array(np.negative(x, out=out))
     np.exp(y, out=y)
     y += 1.0
     np.divide(1.0, y, out=y)
@@ -220,7 +220,7 @@ def gelu_backward(x: np.ndarray, grad_output: np.ndarray, out=None) -> np.ndarra
     """d gelu: 0.5 (1 + t) + 0.5 x (1 - t^2) c (1 + 3 a x^2), t = tanh(c (x + a x^3))."""
     x2 = x * x
     t = np.tanh(GELU_C * (x + GELU_A * x2 * x))
-    grad = _array(np.multiply(t, t, out=out))
+    grad = as_array(np.multiply(t, t, out=out))
     np.subtract(1.0, grad, out=grad)
     grad *= x * GELU_C * (1.0 + 3.0 * GELU_A * x2)
     grad += 1.0 + t

@@ -153,3 +153,13 @@ def test_a_rule_writing_a_name_already_taken_is_refused(written):
     with pytest.raises(aot.DeriveError, match=rf"tanh_1 \(tanh\).*writes '{written}', which "
                        rf"already names.*ctx.temp"):
         aot.derive_backward_graph(data_times_param(), registry=with_rule("tanh", overwrites))
+
+
+def test_a_compiler_returning_a_numpy_scalar_is_refused(monkeypatch):
+    """A 0-d result held as a scalar would keep its first value on every later run."""
+    from minigrad.aot import execute
+    _, forward, _ = small()
+    monkeypatch.setitem(execute.COMPILERS, "sum", lambda x, **attrs: (np.add.reduce(x, None), []))
+    with pytest.raises(aot.ExecuteError, match=r"compiler of 'sum' \(sum_1\) made a float64 for "
+                       r"'loss', not an ndarray.*kernels.as_array"):
+        aot.Executor(forward, None, None, np.ones((2, 3)))

@@ -101,7 +101,7 @@ class Executor:
                 raise ExecuteError(f"Executor: the compiler of '{op.type}' ({op.id}) made a "
                                    f"{type(out).__name__} for '{op.outputs[0]}', not an ndarray. "
                                    f"Rule: every buffer of a plan, 0-d included, is an ndarray "
-                                   f"later runs write into. Fix: wrap its result in _buffer().")
+                                   f"later runs write into. Fix: wrap its result in kernels.as_array().")
             self.env[op.outputs[0]] = out
             if not op_calls and not any(placement.root_of(out) is placement.root_of(a) for a in args):
                 self.constant_ids.add(id(placement.root_of(out)))   # made once (zeros): keep it
@@ -153,16 +153,11 @@ def _param_arrays(params) -> dict:
 # it into the same buffer on every run.
 
 def _call(fn, *args):
-    """Run fn(*args) once (its last arg is the out buffer) and return the buffer and the call."""
+    """Run fn(*args) once (its last arg is the out buffer) and return the buffer and the call.
+    numpy returns a 0-d result as a scalar (np.add of two 0-d arrays is a float64), which no out=
+    accepts and no later run would see change: buffers come from kernels.as_array or _empty_for."""
     fn(*args)
     return args[-1], [(fn, args)]
-
-
-def _buffer(result) -> np.ndarray:
-    """A result made into a buffer later runs write into. numpy returns a 0-d result as a scalar
-    (np.add of two 0-d arrays is a float64), which no out= accepts and no later call would see
-    change: every buffer of the plan, 0-d included, is a real ndarray."""
-    return result if isinstance(result, np.ndarray) else np.array(result)
 
 
 def _empty_for(*arrays) -> np.ndarray:
@@ -173,7 +168,7 @@ def _empty_for(*arrays) -> np.ndarray:
 
 def _ufunc(ufunc):
     def compile_(*arrays, **attrs):
-        return _call(ufunc, *arrays, _buffer(ufunc(*arrays)))
+        return _call(ufunc, *arrays, kernels.as_array(ufunc(*arrays)))
     return compile_
 
 
@@ -227,7 +222,7 @@ def _matmul_bias(a, b, bias, transpose="NN", **attrs):
 
 
 def _reduce(x, axis=None, keepdims=False, scale=None):
-    out = _buffer(np.add.reduce(x, axis, None, None, keepdims))
+    out = kernels.as_array(np.add.reduce(x, axis, None, None, keepdims))
     calls = [(np.add.reduce, (x, axis, None, out, keepdims))]
     if scale is not None:
         calls.append((np.multiply, (out, scale, out)))
@@ -287,7 +282,7 @@ def _along_axis_backward(kernel):
 
 
 def _pow(x, exponent=None, **attrs):
-    return _call(np.power, x, exponent, _buffer(np.power(x, exponent)))
+    return _call(np.power, x, exponent, kernels.as_array(np.power(x, exponent)))
 
 
 def _pow_backward(grad_output, x, exponent=None, **attrs):
