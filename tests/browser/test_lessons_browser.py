@@ -41,15 +41,15 @@ def test_lesson_runs_in_jupyterlab_with_its_widgets_drawn(lesson, lab, page,
     views = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .mg-root")
     views.nth(expected - 1).wait_for(timeout=60_000)
     assert views.count() == expected
-    # each view finished drawing: a graph, a memory strip, the runs of a MemoryView.compare, or
-    # a message (never a spinner)
+    # each view finished drawing: a graph, a memory strip, the runs of a MemoryView.compare, a
+    # tape's slot rows, or a message (never a spinner)
     page.wait_for_function(
         """(n) => {
             const roots = document.querySelectorAll(
                 '.jp-NotebookPanel:not(.lm-mod-hidden) .mg-root');
             return roots.length === n && [...roots].every(
                 r => r.querySelector(
-                    'svg g.node, .mg-memory [data-block], .mg-runs li, .mg-message'));
+                    'svg g.node, .mg-memory [data-block], .mg-runs li, .mg-row[data-slot], .mg-message'));
         }""", arg=expected, timeout=60_000)
     assert_no_console_errors(browser_log)
     assert_all_requests_local(browser_log)
