@@ -27,11 +27,14 @@ $(VENV)/.bench-installed: pyproject.toml | $(VENV)/bin/python
 JS_SOURCES := $(wildcard widgets/src/*) widgets/build.mjs widgets/package.json widgets/package-lock.json
 BUNDLE     := minigrad/widgets/static/stepper.js
 
-$(BUNDLE): $(JS_SOURCES)
-	cd widgets && npm ci --include=dev --no-audit --no-fund && npm run build
+# npm with Node.js: the system's (18+), else taken from PyPI into the venv (widgets/find_node.py).
+NPM = $(CURDIR)/$(PY) $(CURDIR)/widgets/find_node.py --install npm
+
+$(BUNDLE): $(JS_SOURCES) | $(VENV)/bin/python
+	cd widgets && $(NPM) ci --include=dev --no-audit --no-fund && $(NPM) run build
 
 test: $(VENV)/.test-installed $(BUNDLE)
-	cd widgets && npm test
+	cd widgets && $(NPM) test
 	MINIGRAD_DEBUG=1 $(PY) -m pytest
 
 lab: $(VENV)/.lab-installed $(BUNDLE)
