@@ -37,8 +37,15 @@ test: $(VENV)/.test-installed $(BUNDLE)
 	cd widgets && $(NPM) test
 	MINIGRAD_DEBUG=1 $(PY) -m pytest
 
+# LAB_ARGS: more options for `jupyter lab` (e.g. LAB_ARGS="--no-browser --port=9999").
+# Jupyter refuses to start as root without --allow-root; in a container one often is root.
 lab: $(VENV)/.lab-installed $(BUNDLE)
-	$(VENV)/bin/jupyter lab lessons/
+	@if [ "$$(id -u)" = 0 ]; then \
+	    echo "make lab: you are root (as in many containers), and Jupyter refuses to run as root" \
+	         "without --allow-root, so it is added. As a normal user it is not needed."; \
+	    root_flag=--allow-root; \
+	fi; \
+	set -x; exec $(VENV)/bin/jupyter lab $$root_flag $(LAB_ARGS) lessons/
 
 bench: $(VENV)/.bench-installed
 	$(PY) benchmarks/chain.py
