@@ -33,3 +33,5 @@ __all__ = [
 ]
 
 from . import data, nn, optim  # noqa: E402  (layers, optimisers, datasets, on the API above)
+from .modes import name_scope  # noqa: E402
+__all__ += ["name_scope"]

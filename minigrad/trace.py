@@ -26,7 +26,7 @@ from .modes import modes
 from .variable import Variable
 
 SCHEMA = "minigrad-trace"
-VERSION = 1
+VERSION = 2
 
 
 def values(array) -> list:
@@ -92,6 +92,7 @@ class Recorder:
             "formula": (type(node).__doc__ or node.name).strip().splitlines()[0],
             "output": out_id, "inputs": inputs, "saved": saved, "ctx": _ctx_summary(node),
             "grad_text": list(node.grad_text), "pending_count": 0, "block": self._block_id(node._block),
+            "scope": list(output.scope),
         }
         for slot, v in enumerate(inputs):
             self._edges.append({"kind": "parent", "source": v, "target": op_id, "slot": slot})
@@ -357,6 +358,7 @@ class Recorder:
                 "role": role, "shape": _json_shape(v._data.shape), "dtype": str(v._data.dtype),
                 "size": int(v._data.size), "value": values(v._data), "op": op_id,
                 "block": self._block_id(v._block),
+                "scope": list(v.scope),
             }
             if v.grad_fn is None:
                 self._event("leaf", node=var_id,
