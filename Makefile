@@ -53,6 +53,7 @@ bench: $(VENV)/.bench-installed
 	$(PY) benchmarks/memory.py
 	$(PY) benchmarks/digits.py
 	$(PY) benchmarks/trace_cost.py
+	$(PY) benchmarks/tape.py
 
 # Student copies of the lessons (solutions replaced by `raise NotImplementedError()`).
 student: $(VENV)/.test-installed

@@ -6,6 +6,9 @@ Measured side by side in one run, one BLAS thread each:
   minigrad_arena  parameters on a permanent arena, each step inside `with graph.scope():`
   minigrad_arena_copied  the same, with the batch copied onto the graph arena
                   (create_leaf(x) instead of create_leaf(x, copy=False))
+  minigrad_aot    the same network ahead of time (minigrad.aot): captured and derived once, each
+                  step runs the compiled plan (the batch is copied into its input buffer), then
+                  the same SGD update as the floor
   torch           the same step in torch, in a separate process (torch's and OpenBLAS's
                   thread pools fight when they share one), when torch is installed
 The floor and torch read the batch where it is (torch through torch.from_numpy), so heap and
@@ -92,6 +95,22 @@ def minigrad_runner(use_arena: bool, copy_input: bool = False):
     return step
 
 
+def aot_runner():
+    from minigrad import aot
+    model = mg.nn.MLP(SIZES, seed=0)
+    x, y = make_data()
+    forward = aot.capture(lambda x, y: mg.cross_entropy(model(x), y), x, y, params=model)
+    executor = aot.Executor(forward, aot.derive_backward_graph(forward), model, x, y)
+    pairs = [(p.data, executor[f"d_{p.name}"]) for p in model.parameters()]
+
+    def step(x, y) -> float:
+        loss = executor.run(x, y)
+        for p, grad in pairs:
+            p -= LR * grad
+        return float(loss)
+    return step
+
+
 def median_ms(step, x, y, steps: int) -> float:
     for _ in range(10):
         step(x, y)
@@ -149,7 +168,7 @@ def main() -> None:
     x, y = make_data()
     params = numpy_params()
     runs = {"floor": lambda a, b: numpy_step(params, a, b), "heap": minigrad_runner(False),
-            "arena": minigrad_runner(True), "arena_copied": minigrad_runner(True, True)}
+            "arena": minigrad_runner(True), "arena_copied": minigrad_runner(True, True), "aot": aot_runner()}
     # Interleave the runs so that a slow patch of the machine hits them alike.
     times = {name: [] for name in runs}
     for _ in range(5):
@@ -161,7 +180,8 @@ def main() -> None:
             f"minigrad_arena={ms['arena']:.3f} ratio_heap={ms['heap'] / floor:.3f} "
             f"ratio_arena={ms['arena'] / floor:.3f} "
             f"minigrad_arena_copied={ms['arena_copied']:.3f} "
-            f"ratio_arena_copied={ms['arena_copied'] / floor:.3f}")
+            f"ratio_arena_copied={ms['arena_copied'] / floor:.3f} "
+            f"minigrad_aot={ms['aot']:.3f} ratio_aot={ms['aot'] / floor:.3f}")
     theirs = torch_ms(args.steps)
     line += (f" torch={theirs:.3f} ratio_torch={theirs / floor:.3f}" if theirs is not None
              else " torch=n/a")

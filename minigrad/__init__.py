@@ -12,6 +12,7 @@ from .arena import Arena, Block, Pool, StaleVariableError, current_allocator
 from .engine import Step, accumulate_grad, backward, backward_groups, backward_steps, topo_order
 from .function import AccumulateGrad, Function, live_nodes, register
 from .modes import is_debug, is_grad_enabled, no_grad, set_debug
+from .ops import gelu, silu
 from .ops import (add, broadcast_to, concat, cross_entropy, div, exp, getitem, linear, log,
                   log_softmax, matmul, max, mean, mse, mul, neg, pow, relu, reshape, sigmoid,
                   softmax, stack, sub, sum, tanh, transpose)
@@ -30,8 +31,10 @@ __all__ = [
     "add", "sub", "mul", "div", "neg", "pow", "exp", "log", "tanh", "sigmoid", "relu",
     "matmul", "linear", "sum", "mean", "max", "reshape", "transpose", "broadcast_to",
     "concat", "stack", "getitem", "softmax", "log_softmax", "cross_entropy", "mse",
+    "silu", "gelu",
 ]
 
 from . import data, nn, optim  # noqa: E402  (layers, optimisers, datasets, on the API above)
 from .modes import name_scope  # noqa: E402
 __all__ += ["name_scope"]
+from . import tape  # noqa: E402  (the slot tape of design E: an engine beside the eager one)

@@ -33,7 +33,7 @@ class Block:
     """
 
     __slots__ = ("offset", "nbytes", "kind", "owner", "alive", "allocator", "uses", "buffer",
-                 "pinned")
+                 "pinned", "lock")
 
     def __init__(self, offset: int, nbytes: int, kind: str, owner: str | None, allocator):
         self.offset, self.nbytes, self.kind, self.owner = offset, nbytes, kind, owner
@@ -42,6 +42,7 @@ class Block:
         self.uses = 0            # Pool only: how many graph nodes still need these bytes
         self.buffer = None       # Pool only: the byte buffer to return to the free list
         self.pinned = False      # leaves and their grads: never freed by use counts
+        self.lock = None         # a graph node's record: its saved arrays' read-only lock
 
     def as_dict(self) -> dict:
         return {"offset": self.offset, "nbytes": self.nbytes, "kind": self.kind,
@@ -172,7 +173,7 @@ class Arena:
         popped = blocks[cut:]
         del blocks[cut:]
         for block in popped:
-            block.alive = False
+            _take_back(block)
         popped.reverse()   # top first, the order they are taken back in
         self._top = mark
         i = self._chunk
@@ -189,6 +190,19 @@ class Arena:
 
     def free(self, block: Block) -> None:
         """An arena cannot free one block; only pop_to takes memory back."""
+
+    # Backward tells its allocator how arrays are used (see Pool); an arena frees nothing early.
+    def retain(self, array) -> None:
+        pass
+
+    def use_instead(self, old, new) -> None:
+        pass
+
+    def retain_saved(self, saved: tuple) -> None:
+        pass
+
+    def done_with(self, grad_output, saved: tuple, grads: tuple) -> None:
+        pass
 
     def __repr__(self) -> str:
         return (f"Arena({self.name!r}, used={self.used}, high_water={self.high_water}, "
@@ -272,7 +286,7 @@ class Pool:
         """Give block's buffer back for reuse; arrays on it become stale."""
         if not block.alive:
             return
-        block.alive = False
+        _take_back(block)
         self.used -= block.nbytes
         del self._live[id(block.buffer.base)]
         self._free.setdefault(block.nbytes, []).append((block.offset, block.buffer))
@@ -311,6 +325,24 @@ class Pool:
         if block is not None and not block.pinned and block.uses <= 0:
             self.free(block)
 
+    def use_instead(self, old, new) -> None:
+        """A node's output gradient was replaced by a sum: the sum is needed, the old part not."""
+        self.retain(new)
+        self.release(old)
+
+    def retain_saved(self, saved: tuple) -> None:
+        """A new node saved these arrays: each is needed until the node's backward has run."""
+        for array in saved:
+            self.retain(array)
+
+    def done_with(self, grad_output, saved: tuple, grads: tuple) -> None:
+        """A node's backward ran: free what no node still needs (design E)."""
+        self.release(grad_output)
+        for array in saved:
+            self.release(array)
+        for grad in grads:
+            self.free_if_unused(grad)
+
     def mark(self) -> int:
         return len(self.blocks)
 
@@ -332,6 +364,15 @@ class Pool:
     def __repr__(self) -> str:
         return (f"Pool({self.name!r}, used={self.used}, high_water={self.high_water}, "
                 f"capacity={self.capacity}, blocks={len(self.blocks)})")
+
+
+def _take_back(block: Block) -> None:
+    """The block's memory is gone. A graph node recorded there can never run backward now, so
+    the arrays it saved are unlocked (else a kept evaluation loss would block w.data -= ...)."""
+    block.alive = False
+    if block.lock is not None:
+        block.lock.release()
+        block.lock = None
 
 
 def current_allocator():

@@ -11,18 +11,18 @@ from __future__ import annotations
 
 import gc
 import itertools
-import os
-import traceback
 
 import numpy as np
 
-from .arena import BUFFER_OWNERS, Pool, stale_error
+from .arena import stale_error
 from .errors import DtypeError, MinigradError, ShapeError
+from .kernels import result_dtype, result_shape
 from .modes import modes
-from .variable import OPS, Variable, _describe
+from .readonly import lock_saved
+from .rules import creation_site, describe
+from .variable import OPS, Variable
 
 _creation_counter = itertools.count()
-_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 
 
 def register(name: str):
@@ -76,11 +76,11 @@ class Function:
         if allocator is None:
             return None
         if shape is None:
-            shape = _result_shape(like)
+            shape = result_shape(like)
         elif callable(shape):
             shape = shape(*like)
         if dtype is None:
-            dtype = _result_dtype(like)
+            dtype = result_dtype(like)
             if floating and dtype.kind != "f":
                 dtype = np.dtype(np.float64)
         if kind is None:
@@ -106,68 +106,25 @@ class Function:
     @classmethod
     def apply(cls, *inputs, **params) -> Variable:
         """Run the op on Variables (or constants) and record it in the graph when needed."""
-        variables = inputs
-        for x in inputs:
-            if not isinstance(x, Variable):
-                variables = _as_variables(inputs, cls.name)
-                break
-            if x._block is not None and not x._block.alive:
-                raise stale_error(f"{cls.name}: input {_describe(x)}", x._block)
+        variables, requires_grad = _variables_of(inputs, cls.name)
         node = cls()
-        node.inputs = variables
-        node.saved_tensors = ()
-        node.grad_output = None
-        node.arena = allocator = modes.allocator
-        if allocator is not None:
-            node._last_buffer = None
-        # Unary and binary ops take a path without comprehensions: this is the per-op overhead
-        # every student's loop pays, so it is kept to plain attribute reads.
-        try:
-            if len(variables) == 2:
-                a, b = variables
-                out = cls.forward(node, a._data, b._data, **params)
-                requires_grad = a.requires_grad or b.requires_grad
-            elif len(variables) == 1:
-                a = variables[0]
-                out = cls.forward(node, a._data, **params)
-                requires_grad = a.requires_grad
-            else:
-                out = cls.forward(node, *[v._data for v in variables], **params)
-                requires_grad = False
-                for v in variables:
-                    requires_grad = requires_grad or v.requires_grad
-        except MinigradError:
-            raise
-        except (ValueError, IndexError) as exc:   # numpy's word for shapes/axes/indices that don't fit
-            raise cls.shape_error([v.shape for v in variables], params, exc) from None
-        if type(out) is not np.ndarray:
-            out = np.asarray(out)   # 0-d results come back as numpy scalars
+        node.inputs, node.saved_tensors, node.grad_output = variables, (), None
+        node.arena, node._last_buffer = modes.allocator, None
+        out = _forward(node, variables, params)               # 1. numpy computes the output
         block = None
-        if allocator is not None:
-            last = node._last_buffer
-            if last is not None and last[0] is out:   # written in place through ctx.buffer
-                block = last[1]
-            else:
-                out, block = _place(node, out, variables, allocator)
+        if node.arena is not None:                            # (on an arena or a pool)
+            out, block = _placed(node, out, variables)
         if not (requires_grad and modes.grad_enabled):
-            return Variable(out, False, None, None, block)
-        node.pending_count = 0
-        node.released = False
+            return Variable(out, False, None, None, block)    # 2. wrap it: a constant, no graph
+        node.pending_count, node.released = 0, False          # 3. or make this node its grad_fn
         node.seq = next(_creation_counter)
         for v in variables:
-            parent = v.grad_fn
-            if parent is not None:
-                parent.pending_count += 1
-        guarded = _writable_by_user(node.saved_tensors, variables) if node.saved_tensors else ()
-        node._locked = _SavedLock(guarded) if guarded else None
-        node._block = None
-        if allocator is not None:   # the node's stand-in record (see Arena)
-            node._block = allocator.reserve(
-                32 + 8 * (len(variables) + len(node.saved_tensors)), "node", cls.name)
-            if type(allocator) is Pool:
-                _retain_saved(node, allocator)
+            if v.grad_fn is not None:                         # one more consumer to wait for
+                v.grad_fn.pending_count += 1
+        node._locked = lock_saved(node.saved_tensors, variables)   # (see readonly.py)
+        node._block = None if node.arena is None else _node_record(node, node.arena)
         if modes.anomaly:
-            node.created_at = _creation_site()
+            node.created_at = creation_site()
         output = Variable(out, True, node, None, block)
         if modes.recorder is not None:
             modes.recorder.on_op(node, output)
@@ -231,28 +188,6 @@ def _accumulate_node(variable: Variable) -> AccumulateGrad:
     return variable._accumulate
 
 
-def _result_shape(like: tuple) -> tuple:
-    """numpy's broadcast shape of the operands, without its general machinery when shapes agree."""
-    first = like[0]
-    if type(first) is np.ndarray:
-        shape = first.shape
-        if len(like) == 1 or (len(like) == 2 and type(like[1]) is np.ndarray
-                              and like[1].shape == shape):
-            return shape
-    return np.broadcast_shapes(*[np.shape(a) for a in like])
-
-
-def _result_dtype(like: tuple) -> np.dtype:
-    """numpy's result dtype of the operands (the common case: arrays of one dtype)."""
-    first = like[0]
-    if type(first) is np.ndarray:
-        dtype = first.dtype
-        if len(like) == 1 or (len(like) == 2 and type(like[1]) is np.ndarray
-                              and like[1].dtype is dtype):
-            return dtype
-    return np.result_type(*like)
-
-
 def live_nodes() -> int:
     """How many graph nodes are alive and not yet consumed by backward.
 
@@ -265,23 +200,63 @@ def live_nodes() -> int:
                if isinstance(obj, Function) and getattr(obj, "released", True) is False)
 
 
-def _place(node, out: np.ndarray, inputs: tuple, allocator):
-    """Find (or make) the block of an op's output that was not written through ctx.buffer."""
+# -- the steps of apply, each behind one call ---------------------------------------------------
+def _variables_of(inputs: tuple, op_name: str) -> tuple:
+    """The inputs as Variables (constants wrapped), each checked to be alive, and whether any
+    of them requires grad."""
+    requires_grad = False
+    for x in inputs:
+        if not isinstance(x, Variable):
+            return _variables_of(_as_variables(inputs, op_name), op_name)
+        if x._block is not None and not x._block.alive:
+            raise stale_error(f"{op_name}: input {describe(x)}", x._block)
+        requires_grad = requires_grad or x.requires_grad
+    return inputs, requires_grad
+
+
+def _forward(node, variables: tuple, params: dict) -> np.ndarray:
+    """The op's forward on the inputs' arrays; numpy's complaints become the op's shape rule."""
+    # Unary and binary ops take a path without unpacking a list: this is the per-op overhead
+    # every student's loop pays, so it is kept to plain attribute reads.
+    try:
+        if len(variables) == 1:
+            out = node.forward(node, variables[0]._data, **params)
+        elif len(variables) == 2:
+            out = node.forward(node, variables[0]._data, variables[1]._data, **params)
+        else:
+            out = node.forward(node, *[v._data for v in variables], **params)
+    except MinigradError:
+        raise
+    except (ValueError, IndexError) as exc:   # numpy's word for shapes/axes/indices that don't fit
+        raise node.shape_error([v.shape for v in variables], params, exc) from None
+    return out if type(out) is np.ndarray else np.asarray(out)   # 0-d results: numpy scalars
+
+
+def _placed(node, out: np.ndarray, inputs: tuple) -> tuple:
+    """The op's output on its allocator, and its block: the one ctx.buffer wrote, an input's
+    (a view), or a copy's."""
+    last = node._last_buffer
+    if last is not None and last[0] is out:          # written in place through ctx.buffer
+        return last
     for v in inputs:                                 # a view of an input (reshape, slicing)
         if v._block is not None and out.base is not None and out.base is v._data.base \
                 and np.may_share_memory(out, v._data):
             return out, v._block
     # The op could not write into the arena directly: copy its result there (ops on the hot
     # path use ctx.buffer, so this is the fallback, not the rule).
-    placed, block = allocator._alloc(out.shape, out.dtype, "activation", node.name)
+    placed, block = node.arena._alloc(out.shape, out.dtype, "activation", node.name)
     placed[...] = out
     return placed, block
 
 
-def _retain_saved(node, pool) -> None:
-    """On a pool, each saved array counts one more use, until this node's backward has run."""
-    for array in node.saved_tensors:
-        pool.retain(array)
+def _node_record(node, allocator):
+    """The node's stand-in record on the arena or pool (see Arena). The scope's end unlocks its
+    saved arrays (backward cannot run after it); on a pool, each saved array counts one more use."""
+    block = allocator.reserve(32 + 8 * (len(node.inputs) + len(node.saved_tensors)), "node",
+                              node.name)
+    block.lock = node._locked
+    allocator.retain_saved(node.saved_tensors)
+    return block
 
 
 def _as_variables(inputs: tuple, op_name: str) -> tuple:
@@ -311,79 +286,3 @@ def _numeric(value, op_name: str) -> np.ndarray:
     except (TypeError, ValueError) as exc:
         raise DtypeError(f"{op_name}: cannot use {type(value).__name__} as an operand ({exc}). "
                          f"Pass numbers, numeric arrays or Variables.") from None
-
-
-# -- saved arrays are read-only while a graph needs them ------------------------------------------
-# Writing into a saved array would silently change the gradient. An op's own output can only be
-# reached through Variable.data, which hands it out read-only, and arena or pool memory is only
-# written by minigrad, so the arrays to guard are those a user holds: the data of leaf inputs
-# (parameters, batches, constants), and the arrays that views point into. apply() clears their
-# writeable flag and release() (or the garbage collector, for a graph dropped without backward)
-# restores it. A count per array lets several live graphs share one. The counts are not locked
-# against threads: threads that record graphs at the same time must not share leaf arrays.
-_locks: dict = {}            # id(array) -> [array, count, was_writeable]
-
-
-def _writable_by_user(saved: tuple, inputs: tuple) -> tuple:
-    """The user-held arrays behind saved: leaf inputs' data, and the bases of views.
-
-    (A view of a leaf that lives on an arena points into the arena's buffer, which cannot be
-    locked as a whole; such a view is not guarded, the leaf itself is when it is saved.)
-    """
-    guarded = ()
-    for array in saved:
-        if not isinstance(array, np.ndarray):
-            continue
-        base = array.base
-        if base is not None and id(base) not in BUFFER_OWNERS:
-            guarded += (base,)   # a view: guard the user's array it points into
-            continue
-        for v in inputs:
-            if v._data is array:
-                if v.grad_fn is None:
-                    guarded += (array,)
-                break
-    return guarded
-
-
-class _SavedLock:
-    """The arrays one node keeps read-only; released by backward or when the graph is dropped."""
-
-    __slots__ = ("arrays",)
-
-    def __init__(self, arrays: tuple):
-        self.arrays = arrays
-        for array in arrays:
-            entry = _locks.get(id(array))
-            if entry is None:
-                writeable = array.flags.writeable
-                _locks[id(array)] = [array, 1, writeable]
-                if writeable:
-                    array.setflags(write=False)   # (setflags: cheaper than .flags.writeable =)
-            else:
-                entry[1] += 1
-
-    def release(self) -> None:
-        arrays, self.arrays = self.arrays, ()
-        if _locks is None:   # interpreter shutdown
-            return
-        for array in arrays:
-            entry = _locks[id(array)]
-            if entry[1] == 1:
-                del _locks[id(array)]
-                if entry[2]:
-                    array.setflags(write=True)
-            else:
-                entry[1] -= 1
-
-    def __del__(self) -> None:   # a graph dropped without backward
-        if self.arrays:
-            self.release()
-
-
-def _creation_site() -> str:
-    """file:line of the user code that called the op (first frame outside minigrad)."""
-    for frame in reversed(traceback.extract_stack()[:-2]):
-        if not os.path.abspath(frame.filename).startswith(_PACKAGE_DIR):
-            return f"{frame.filename}:{frame.lineno} ({frame.line})"
-    return "inside minigrad"

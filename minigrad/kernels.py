@@ -27,6 +27,28 @@ def sum_to_shape(grad: np.ndarray, shape: tuple) -> np.ndarray:
     return grad if grad.shape == shape else None
 
 
+def result_shape(like: tuple) -> tuple:
+    """numpy's broadcast shape of the operands, without its general machinery when shapes agree."""
+    first = like[0]
+    if type(first) is np.ndarray:
+        shape = first.shape
+        if len(like) == 1 or (len(like) == 2 and type(like[1]) is np.ndarray
+                              and like[1].shape == shape):
+            return shape
+    return np.broadcast_shapes(*[np.shape(a) for a in like])
+
+
+def result_dtype(like: tuple) -> np.dtype:
+    """numpy's result dtype of the operands (the common case: arrays of one dtype)."""
+    first = like[0]
+    if type(first) is np.ndarray:
+        dtype = first.dtype
+        if len(like) == 1 or (len(like) == 2 and type(like[1]) is np.ndarray
+                              and like[1].dtype is dtype):
+            return dtype
+    return np.result_type(*like)
+
+
 def softmax(x: np.ndarray, axis: int, out=None) -> np.ndarray:
     """exp(x - max) / sum(exp(x - max)): subtracting the max keeps exp from overflowing."""
     y = np.subtract(x, x.max(axis=axis, keepdims=True), out=out)
@@ -117,3 +139,129 @@ def matmul_backward(a: np.ndarray, b: np.ndarray, grad_output: np.ndarray, need_
         if b.ndim == 1:
             grad_b = grad_b[..., 0]
     return grad_a, grad_b
+
+
+# -- activations shared by the eager ops and the aot executor ----------------------------------
+# Each takes out= (a preallocated array, or None to allocate) so that a compiled plan can write
+# into its own buffers; the math is the same either way.
+
+def tanh_backward(y: np.ndarray, grad_output: np.ndarray, out=None) -> np.ndarray:
+    """d tanh: g * (1 - y^2), from the output y, computed as g - (g y) y.
+
+    (Written with arrays only and out passed by position: on tiny arrays a Python scalar operand
+    or an out= keyword costs as much as the arithmetic, and a compiled aot plan calls this once
+    per tanh.)
+    """
+    grad = np.multiply(grad_output, y, out)
+    np.multiply(grad, y, grad)
+    return np.subtract(grad_output, grad, grad)
+
+
+def relu_backward(x: np.ndarray, grad_output: np.ndarray, out=None) -> np.ndarray:
+    """d relu: g where x > 0, else 0."""
+    return np.multiply(grad_output, x > 0, out=out)
+
+
+def sigmoid(x: np.ndarray, out=None) -> np.ndarray:
+    """1 / (1 + e^-x)."""
+    y = np.negative(x, out=out)
+    np.exp(y, out=y)
+    y += 1.0
+    np.divide(1.0, y, out=y)
+    return y
+
+
+def sigmoid_backward(y: np.ndarray, grad_output: np.ndarray, out=None) -> np.ndarray:
+    """d sigmoid: g * y * (1 - y), from the output y."""
+    grad = np.subtract(1.0, y, out=out)
+    grad *= y
+    grad *= grad_output
+    return grad
+
+
+def silu(x: np.ndarray, out=None) -> np.ndarray:
+    """x * sigmoid(x) (also called swish)."""
+    y = sigmoid(x, out=out)
+    y *= x
+    return y
+
+
+def silu_backward(x: np.ndarray, grad_output: np.ndarray, out=None) -> np.ndarray:
+    """d silu: g * s * (1 + x (1 - s)), s = sigmoid(x)."""
+    s = sigmoid(x)
+    grad = np.subtract(1.0, s, out=out)
+    grad *= x
+    grad += 1.0
+    grad *= s
+    grad *= grad_output
+    return grad
+
+
+GELU_C = float(np.sqrt(2.0 / np.pi))   # the tanh approximation of GELU (as in GPT-2)
+GELU_A = 0.044715
+
+
+def gelu(x: np.ndarray, out=None) -> np.ndarray:
+    """0.5 x (1 + tanh(c (x + a x^3))), c = sqrt(2/pi), a = 0.044715 (tanh approximation)."""
+    t = np.tanh(GELU_C * (x + GELU_A * x * x * x))
+    y = np.add(1.0, t, out=out)
+    y *= x
+    y *= 0.5
+    return y
+
+
+def gelu_backward(x: np.ndarray, grad_output: np.ndarray, out=None) -> np.ndarray:
+    """d gelu: 0.5 (1 + t) + 0.5 x (1 - t^2) c (1 + 3 a x^2), t = tanh(c (x + a x^3))."""
+    x2 = x * x
+    t = np.tanh(GELU_C * (x + GELU_A * x2 * x))
+    grad = np.multiply(t, t, out=out)
+    np.subtract(1.0, grad, out=grad)
+    grad *= x * GELU_C * (1.0 + 3.0 * GELU_A * x2)
+    grad += 1.0 + t
+    grad *= 0.5
+    grad *= grad_output
+    return grad
+
+
+def cross_entropy(logits: np.ndarray, targets: np.ndarray, out=None) -> np.ndarray:
+    """-mean_i log softmax(logits_i)[t_i], as a 0-d array (written into out when given)."""
+    log_probs = log_softmax(logits, 1)
+    picked = log_probs[np.arange(logits.shape[0]), targets]
+    return np.divide(np.add.reduce(picked), -logits.shape[0], out=out)
+
+
+def cross_entropy_backward(logits: np.ndarray, targets: np.ndarray, grad_output: np.ndarray,
+                           out=None) -> np.ndarray:
+    """d cross_entropy / d logits: (softmax(logits) - onehot(t)) / N * g."""
+    n = logits.shape[0]
+    scale = grad_output / n
+    grad = softmax(logits, 1, out=out)
+    grad *= scale
+    grad[np.arange(n), targets] -= scale
+    return grad
+
+
+def pow_backward(x: np.ndarray, exponent, grad_output: np.ndarray, out=None) -> np.ndarray:
+    """d x^p: g * p * x^(p-1)."""
+    grad = np.power(x, exponent - 1, out=out)
+    grad *= exponent
+    grad *= grad_output
+    return grad
+
+
+def relu(x: np.ndarray, out=None) -> np.ndarray:
+    """max(x, 0)."""
+    return np.maximum(x, 0, out=out)
+
+
+def mse(pred: np.ndarray, target: np.ndarray, out=None) -> np.ndarray:
+    """mean((pred - target)^2), as a 0-d array (written into out when given)."""
+    diff = pred - target
+    return np.divide(np.vdot(diff, diff), diff.size, out=out)
+
+
+def mse_backward(pred: np.ndarray, target: np.ndarray, grad_output: np.ndarray, out=None) -> np.ndarray:
+    """d mse / d pred: 2 (pred - target) / n * g (the target's gradient is its negative)."""
+    grad = np.subtract(pred, target, out=out)
+    grad *= 2.0 * grad_output / grad.size
+    return grad

@@ -16,8 +16,10 @@ import numpy as np
 
 from . import engine
 from .arena import stale_error
-from .errors import DtypeError, InplaceError, NonLeafGradWarning
+from .errors import InplaceError, NonLeafGradWarning
 from .modes import modes
+from .rules import check_leaf_dtype, check_shareable, not_numeric
+from .rules import describe as _describe
 
 OPS: dict = {}   # op name -> Function subclass, filled by minigrad/ops via function.register
 
@@ -301,10 +303,8 @@ def create_leaf(data, requires_grad: bool = False, *, name: str | None = None, d
     try:
         array = np.asarray(data, dtype=dtype)
     except (TypeError, ValueError) as exc:
-        raise DtypeError(f"create_leaf: cannot make a numeric array from {type(data).__name__} "
-                         f"({exc}). Pass a number, a (nested) list of numbers or a numpy array."
-                         ) from None
-    _check_leaf_dtype(array, type(data).__name__, requires_grad)
+        raise not_numeric(data, exc) from None
+    check_leaf_dtype(array, type(data).__name__, requires_grad)
     allocator = arena if arena is not None else modes.allocator
     if allocator is None:
         leaf = Variable(array.copy(), bool(requires_grad), None, name)
@@ -317,34 +317,12 @@ def create_leaf(data, requires_grad: bool = False, *, name: str | None = None, d
 
 def _shared_leaf(data, requires_grad: bool, name, dtype, arena) -> Variable:
     """create_leaf(copy=False): the leaf's data is the caller's own array."""
-    if arena is not None:
-        raise ValueError(f"create_leaf(copy=False, arena={arena.name!r}): arena= asks for a copy "
-                         f"on the arena and copy=False for no copy; choose one. Fix: drop arena= "
-                         f"to share your array, or drop copy=False to place a copy on the arena.")
-    if not isinstance(data, np.ndarray):
-        raise TypeError(f"create_leaf(copy=False): got {type(data).__name__}, but only a numpy "
-                        f"array can be shared without a copy. Fix: pass np.asarray(data) or "
-                        f"leave copy=True.")
-    if dtype is not None and np.dtype(dtype) != data.dtype:
-        raise DtypeError(f"create_leaf(copy=False, dtype={np.dtype(dtype)}): the array has dtype "
-                         f"{data.dtype}, and converting it would be a copy. Fix: convert it first "
-                         f"(data.astype({np.dtype(dtype).name})) or leave copy=True.")
-    _check_leaf_dtype(data, type(data).__name__, requires_grad)
+    check_shareable(data, dtype, arena)
+    check_leaf_dtype(data, type(data).__name__, requires_grad)
     leaf = Variable(data, requires_grad, None, name)
     if modes.recorder is not None:
         modes.recorder.on_leaf(leaf)
     return leaf
-
-
-def _check_leaf_dtype(array: np.ndarray, given: str, requires_grad: bool) -> None:
-    if array.dtype.kind not in "biuf":
-        raise DtypeError(f"create_leaf: data of dtype {array.dtype} ({given}) is not "
-                         f"numeric. Pass numbers (int, float, bool) or a numeric numpy array.")
-    if requires_grad and array.dtype.kind != "f":
-        raise DtypeError(
-            f"create_leaf(requires_grad=True): data of dtype {array.dtype} cannot have a gradient; "
-            f"gradients need floating point numbers. Fix: pass float data, e.g. "
-            f"create_leaf(data, requires_grad=True, dtype=np.float32).")
 
 
 def _leaf_on(allocator, array: np.ndarray, requires_grad: bool, name) -> Variable:
@@ -358,11 +336,3 @@ def _leaf_on(allocator, array: np.ndarray, requires_grad: bool, name) -> Variabl
                                                          f"{name or 'param'}.grad")
         grad_block.pinned = True
     return leaf
-
-
-def _describe(variable: Variable) -> str:
-    if variable.name:
-        return f"Variable {variable.name!r} (shape {variable.shape})"
-    if variable.grad_fn is not None:
-        return f"the output of {variable.grad_fn.name} (shape {variable.shape})"
-    return f"a leaf Variable of shape {variable.shape}"

@@ -501,6 +501,33 @@ def test_saved_parameter_is_read_only_while_its_graph_lives(where):
         opt.step()                                         # allowed once backward consumed it
 
 
+@pytest.mark.parametrize("make", [mg.Arena, mg.Pool], ids=["arena", "pool"])
+@pytest.mark.parametrize("update", ["optimiser", "w.data -= 0.1"])
+def test_a_popped_graph_unlocks_what_it_saved_even_while_its_loss_is_kept(make, update):
+    # An evaluation loss kept past its scope (no backward) must not keep the parameters
+    # read-only: the popped graph can never run backward, so its locks go at the pop.
+    graph = make("graph-eval", 1 << 16) if make is mg.Arena else make("graph-eval")
+    model = mg.nn.MLP([4, 3, 2], seed=0)
+    opt = mg.optim.SGD(model.parameters(), lr=0.1)
+    X, y = np.ones((5, 4), np.float32), np.zeros(5, np.int64)
+    mg.cross_entropy(model(X), y).backward()
+    w = model.parameters()[0]
+    with graph.scope():
+        val = mg.cross_entropy(model(mg.create_leaf(X, name="x")), y)
+        with pytest.raises(ValueError, match="read-only"):
+            w.data[0, 0] -= 0.1                            # inside the scope: still guarded
+    before = w.numpy()
+    if update == "optimiser":
+        opt.step()
+        np.testing.assert_allclose(w.numpy(), before - 0.1 * w.grad)
+    else:
+        w.data -= 0.1
+        np.testing.assert_allclose(w.numpy(), before - 0.1)
+    with pytest.raises(mg.StaleVariableError):
+        val.backward()                                     # the popped graph cannot run
+    assert val is not None
+
+
 # =================================================================================================
 # Threads
 # =================================================================================================

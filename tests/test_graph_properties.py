@@ -1,6 +1,7 @@
-"""Property tests on random DAGs: every backward order agrees with the others
-and with central differences, including fan-out, diamonds, shared
-subexpressions and dead branches (consumers that are never backpropagated)."""
+"""Property tests on random DAGs: every backward order (topo, pending, and the
+slot tape of minigrad.tape) agrees with the others and with central differences,
+including fan-out, diamonds, shared subexpressions and dead branches (consumers
+that are never backpropagated)."""
 import math
 import random
 from typing import NamedTuple
@@ -12,6 +13,7 @@ from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
 import minigrad as mg
+from minigrad.tape import Tape, TensorTape
 
 # --------------------------------------------------------------------------
 # the recipe: leaves, then ops on EARLIER nodes, then the nodes summed as loss
@@ -196,6 +198,86 @@ def test_leaf_grads_accumulate_across_two_graphs(recipe):
 
 
 # --------------------------------------------------------------------------
+# the slot tape (minigrad.tape) on the same recipes: topo = pending = tape
+# --------------------------------------------------------------------------
+# the recipe's ops written with tape slots (the tape has no sigmoid: 1 / (1 + e^-a))
+TAPE_OPS = {
+    "add": lambda a, b: a + b,
+    "sub": lambda a, b: a - b,
+    "mul": lambda a, b: a * b,
+    "mg.mul": lambda a, b: a.tape.mul(a, b),
+    "tanh": lambda a: a.tanh(),
+    "sigmoid": lambda a: 1.0 / (1.0 + (-a).exp()),
+    "exp_tanh": lambda a: a.tanh().exp(),
+    "neg": lambda a: -a,
+    "diamond_x_plus_x": lambda a: a + a,
+    "scale_half": lambda a: a * 0.5,
+    "one_minus": lambda a: 1.0 - a,
+}
+
+
+def tape_loss(recipe, leaves):
+    nodes = list(leaves)
+    for name, inputs in recipe.steps:
+        nodes.append(TAPE_OPS[name](*(nodes[i] for i in inputs)))
+    total = nodes[recipe.outputs[0]]
+    for i in recipe.outputs[1:]:
+        total = total + nodes[i]
+    return total
+
+
+def tensor_tape_grads(recipe):
+    """TensorTape: arrays in the slots; backward of the array loss differentiates its sum."""
+    tape = TensorTape()
+    leaves = [tape.var(a.copy()) for a in recipe.leaves]
+    tape.backward(tape_loss(recipe, leaves))
+    # use counts gave back every value that was read, and every temp's grad: the pool holds
+    # the vars, their grads and the consts no instruction read, nothing else
+    uses = tape.use_counts()
+    kept = [i for i, v in enumerate(tape.values) if v is not None]
+    assert all(tape.kinds[i] == "var" or uses[i] == 0 for i in kept)
+    assert all(tape.kinds[i] == "var" for i in tape._grad_blocks)
+    live = {id(block) for block in tape.pool.blocks if block.alive}
+    assert live == {id(tape._blocks[i]) for i in kept} | {id(b) for b in tape._grad_blocks.values()}
+    return [leaf.grad for leaf in leaves]
+
+
+def scalar_tape_grads(recipe, plain):
+    """The scalar Tape, once per element (every op of the recipe is elementwise)."""
+    grads = [np.zeros(recipe.shape) for _ in recipe.leaves]
+    reached = [False] * len(recipe.leaves)
+    tape = Tape()
+    for idx in np.ndindex(recipe.shape):
+        tape.reset()
+        leaves = [tape.var(float(a[idx])) for a in recipe.leaves]
+        tape.backward(tape_loss(recipe, leaves), plain=plain)
+        for k, leaf in enumerate(leaves):
+            if leaf.grad is not None:
+                grads[k][idx], reached[k] = leaf.grad, True
+    return [g if r else None for g, r in zip(grads, reached)]
+
+
+@SETTINGS
+@given(recipes())
+def test_tape_agrees_with_topo_and_pending_and_central_differences(recipe):
+    want = numeric_grads(recipe)
+    topo = grads_with(recipe, lambda loss: mg.backward(loss, order="topo"))
+    pending = grads_with(recipe, lambda loss: mg.backward(loss, order="pending"))
+    runs = {"topo": topo, "tensor-tape": tensor_tape_grads(recipe),
+            "tape": scalar_tape_grads(recipe, plain=False),
+            "tape-plain": scalar_tape_grads(recipe, plain=True)}
+    problems = []
+    for label, grads in runs.items():
+        # the same leaves are reached (a leaf cut off from the loss gets no grad)
+        assert [g is None for g in grads] == [g is None for g in pending], label
+        grads = [as_array(g, recipe.shape) for g in grads]
+        problems += grad_mismatches(grads, want, rtol=1e-5, atol=1e-6, label=f"{label} vs numeric")
+        problems += grad_mismatches(grads, [as_array(g, recipe.shape) for g in pending],
+                                    rtol=1e-9, atol=1e-12, label=f"{label} vs pending")
+    assert not problems, "\n".join(problems)
+
+
+# --------------------------------------------------------------------------
 # explicit structural cases
 # --------------------------------------------------------------------------
 @pytest.mark.parametrize("order", ["pending", "topo"])
@@ -262,3 +344,96 @@ def test_second_backward_through_consumed_graph_raises():
     loss.backward()
     with pytest.raises(mg.errors.BackwardError):
         loss.backward()
+
+
+# --------------------------------------------------------------------------
+# ahead-of-time: the same random graphs captured, derived and executed
+# --------------------------------------------------------------------------
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(recipes())
+def test_aot_equals_eager_topo_and_pending(recipe):
+    from minigrad import aot
+
+    inputs = [mg.create_leaf(a.copy(), requires_grad=True, name=f"leaf{k}")
+              for k, a in enumerate(recipe.leaves)]
+    forward = aot.capture(lambda *leaves: build_on(recipe, leaves)[1], *inputs)
+    backward = aot.derive_backward_graph(forward)
+    executor = aot.Executor(forward, backward, None, *recipe.leaves)
+    loss = float(executor.run(*recipe.leaves))
+    grads = executor.grads()
+    got = [grads.get(f"d_leaf{k}", np.zeros(recipe.shape)) for k in range(len(recipe.leaves))]
+    topo = [as_array(g, recipe.shape) for g in grads_with(recipe, lambda l: mg.backward(l, order="topo"))]
+    pending = [as_array(g, recipe.shape) for g in grads_with(recipe, lambda l: mg.backward(l, order="pending"))]
+    assert loss == pytest.approx(build(recipe, recipe.leaves, requires_grad=False)[2].item(), rel=1e-12)
+    problems = (grad_mismatches(got, topo, rtol=1e-9, atol=1e-12, label="aot vs topo")
+                + grad_mismatches(got, pending, rtol=1e-9, atol=1e-12, label="aot vs pending"))
+    assert not problems, "\n".join(problems) + "\n" + forward.text() + "\n" + backward.text()
+    reachable = reachable_leaves(recipe)
+    assert {f"d_leaf{k}" for k in reachable} == set(backward.outputs)
+
+
+# the ops of the aot rules (shape (2, 3) throughout), each with a bound on its result
+AOT_OPS = {
+    "add": (2, lambda a, b: a + b, lambda ba, bb: ba + bb),
+    "sub": (2, lambda a, b: a - b, lambda ba, bb: ba + bb),
+    "mul": (2, lambda a, b: a * b, lambda ba, bb: ba * bb),
+    "div": (2, lambda a, b: a / (b * b + 1.0), lambda ba, bb: ba),
+    "bias_add": (2, lambda a, b: a + b.sum(axis=0), lambda ba, bb: ba + 2 * bb),
+    "matmul_t": (2, lambda a, b: (a @ b.T) @ a * 0.1, lambda ba, bb: 0.1 * 9 * ba * ba * bb),
+    "relu": (1, lambda a: a.relu(), lambda ba: ba),
+    "tanh": (1, lambda a: a.tanh(), lambda ba: 1.0),
+    "sigmoid": (1, lambda a: a.sigmoid(), lambda ba: 1.0),
+    "silu": (1, lambda a: mg.silu(a), lambda ba: ba),
+    "gelu": (1, lambda a: mg.gelu(a), lambda ba: ba),
+    "softmax": (1, lambda a: mg.softmax(a), lambda ba: 1.0),
+    "center": (1, lambda a: a - a.mean(axis=1, keepdims=True), lambda ba: 2 * ba),
+    "colsum": (1, lambda a: a * a.sum(axis=0) * 0.2, lambda ba: 0.4 * ba * ba),
+    "reshape": (1, lambda a: a.reshape(3, 2).tanh().reshape(2, 3), lambda ba: 1.0),
+    "pow": (1, lambda a: a ** 2, lambda ba: ba * ba),
+}
+
+
+@st.composite
+def aot_recipes(draw):
+    elements = st.floats(-LEAF_BOUND, LEAF_BOUND, allow_nan=False, allow_subnormal=False)
+    leaves = tuple(draw(arrays(np.float64, (2, 3), elements=elements))
+                   for _ in range(draw(st.integers(1, 3))))
+    bounds, steps = [LEAF_BOUND] * len(leaves), []
+    for _ in range(draw(st.integers(1, 10))):
+        a, b = (draw(st.integers(0, len(bounds) - 1)) for _ in range(2))
+        allowed = [name for name, (arity, _, bound) in AOT_OPS.items()
+                   if (bound(bounds[a]) if arity == 1 else bound(bounds[a], bounds[b])) <= MAX_BOUND]
+        name = draw(st.sampled_from(allowed))
+        inputs = (a,) if AOT_OPS[name][0] == 1 else (a, b)
+        steps.append((name, inputs))
+        bounds.append(AOT_OPS[name][2](*(bounds[i] for i in inputs)))
+    outputs = draw(st.lists(st.integers(0, len(bounds) - 1), min_size=1, max_size=3))
+    return Recipe((2, 3), leaves, tuple(steps), tuple(outputs))
+
+
+def run_aot_ops(recipe, leaves):
+    nodes = list(leaves)
+    for name, inputs in recipe.steps:
+        nodes.append(AOT_OPS[name][1](*(nodes[i] for i in inputs)))
+    return sum((nodes[i] for i in recipe.outputs[1:]), nodes[recipe.outputs[0]]).mean()
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(aot_recipes())
+def test_aot_equals_eager_on_graphs_of_the_rule_ops(recipe):
+    from minigrad import aot
+
+    def eager(order):
+        leaves = [mg.create_leaf(a.copy(), requires_grad=True) for a in recipe.leaves]
+        mg.backward(run_aot_ops(recipe, leaves), order=order)
+        return [as_array(v.grad, (2, 3)) for v in leaves]
+
+    inputs = [mg.create_leaf(a.copy(), requires_grad=True, name=f"leaf{k}")
+              for k, a in enumerate(recipe.leaves)]
+    forward = aot.capture(lambda *leaves: run_aot_ops(recipe, leaves), *inputs)
+    executor = aot.Executor(forward, aot.derive_backward_graph(forward), None, *recipe.leaves)
+    executor.run(*recipe.leaves)
+    got = [executor.grads().get(f"d_leaf{k}", np.zeros((2, 3))) for k in range(len(recipe.leaves))]
+    problems = (grad_mismatches(got, eager("topo"), rtol=1e-9, atol=1e-12, label="aot vs topo")
+                + grad_mismatches(got, eager("pending"), rtol=1e-9, atol=1e-12, label="aot vs pending"))
+    assert not problems, "\n".join(problems) + "\n" + forward.text()

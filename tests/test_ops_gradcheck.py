@@ -588,3 +588,26 @@ def test_scalar_variables_work_and_pass_gradcheck(name):
 @pytest.mark.parametrize("name", sorted(SCALAR_BINARY))
 def test_scalar_binary_ops_pass_gradcheck(name):
     assert mg.check.gradcheck(SCALAR_BINARY[name], np.array(0.7), np.array(-1.3))
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_sigmoid_of_large_inputs_does_not_overflow(dtype):
+    """e^800 overflows float64 (and e^100 float32): sigmoid must not compute it."""
+    import warnings
+    big = 800.0 if dtype == np.float64 else 100.0
+    x = mg.create_leaf(np.array([-big, -30.0, 0.0, 30.0, big], dtype=dtype), requires_grad=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with np.errstate(all="raise", under="ignore"):   # e^-800 may underflow to 0: that is fine
+            z = mg.sigmoid(x)
+            z.sum().backward()
+    assert z.dtype == dtype
+    expected = [0.0, 1 / (1 + np.exp(np.float64(30.0))), 0.5, 1 / (1 + np.exp(-30.0)), 1.0]
+    # (e^-100 is a float32 subnormal, 3.7e-44: hence atol. The tail at -30 keeps its relative
+    # precision: no 1 - (nearly 1) cancellation.)
+    tiny = 1e-40 if dtype == np.float32 else 1e-300
+    assert np.allclose(z.data, expected, rtol=1e-6 if dtype == np.float32 else 1e-12, atol=tiny)
+    # The gradient z (1 - z) is exact to an absolute rounding error (z rounds to 1 at +30).
+    slope = [0.0, np.exp(-30.0), 0.25, np.exp(-30.0), 0.0]   # e^-|a| / (1 + e^-|a|)^2
+    eps = np.finfo(dtype).eps
+    assert np.allclose(x.grad, slope, rtol=1e-5, atol=eps)

@@ -5,8 +5,11 @@
 //   graph.js        GraphView        (anywidget ESM, no Graphviz inside)
 //   stepper.js      BackwardStepper  (anywidget ESM, no Graphviz inside)
 //   memory.js       MemoryView       (anywidget ESM, no Graphviz inside)
+//   tape.js         TapeView         (anywidget ESM, no Graphviz inside)
+//   aot.js          AotView          (anywidget ESM, no Graphviz inside)
 //   standalone.js   classic script for the self-contained HTML export: the engine and the three
 //                   views, window.minigrad.mount(el, {widget, trace, dot, options})
+//   standalone-tape.js  the same for a TapeView alone (no Graphviz: a tape has no graph)
 //   standalone.css  the same styles as a file (the scripts also inject them)
 //   THIRD_PARTY_LICENSES.txt  Viz.js (MIT), Graphviz (EPL-1.0), Expat (MIT)
 //   ../widgets/build/engine-backend.js  the Graphviz worker script alone, for test/engine.test.js
@@ -169,17 +172,20 @@ for (const [name, entry] of [
   ["graph.js", "src/view-graph.js"],
   ["stepper.js", "src/view-stepper.js"],
   ["memory.js", "src/view-memory.js"],
+  ["tape.js", "src/view-tape.js"],
+  ["aot.js", "src/view-aot.js"],
 ]) {
   write(name, await bundle({ entryPoints: [entry], format: "esm", ...ownNotice }));
 }
 write("standalone.js", await bundle({ entryPoints: ["src/standalone.js"], format: "iife", plugins: [engineText], ...withLicences }));
+write("standalone-tape.js", await bundle({ entryPoints: ["src/standalone-tape.js"], format: "iife", ...ownNotice }));
 write("standalone.css", await bundle({ entryPoints: ["src/styles.css"], loader: { ".css": "css" } }));
 
 // 3. Licences of what the bundles contain, next to them (and so in the wheel).
 write("THIRD_PARTY_LICENSES.txt", notices);
 
 // 4. Sizes.
-const views = ["graph.js", "stepper.js", "memory.js"];
+const views = ["graph.js", "stepper.js", "memory.js", "tape.js", "aot.js"];
 console.log(`minigrad widgets ${pkg.version} -> ${path.relative(process.cwd(), outdir) || "."}`);
 for (const name of readdirSync(outdir).sort()) {
   const bytes = statSync(path.join(outdir, name)).size;

@@ -21,7 +21,7 @@ import subprocess
 from pathlib import Path
 
 OUTPUTS = ("viz.js", "graph.js", "stepper.js", "memory.js", "standalone.js", "standalone.css",
-           "THIRD_PARTY_LICENSES.txt")
+           "THIRD_PARTY_LICENSES.txt", "tape.js", "standalone-tape.js", "aot.js")
 SOURCES = ("src", "build.mjs", "package.json", "package-lock.json", "LICENSES.md")
 
 log = logging.getLogger("minigrad.widgets.build")

@@ -11,6 +11,8 @@ from __future__ import annotations
 import functools
 
 from . import lesson01, lesson02, lesson03, lesson04, lesson05, lesson06, lesson07
+from . import lesson08
+from . import lesson10, lesson11
 
 
 def _quiet(check):
@@ -27,6 +29,11 @@ check_pending_backward = _quiet(lesson04.check_pending_backward)
 check_sum_to_shape = _quiet(lesson05.check_sum_to_shape)
 check_softplus = _quiet(lesson06.check_softplus)
 check_evaluate = _quiet(lesson07.check_evaluate)
+check_reverse_loop = _quiet(lesson08.check_reverse_loop)
+check_multiply_rule = _quiet(lesson10.check_multiply_rule)
+check_save_list = _quiet(lesson11.check_save_list)
 
 __all__ = ["check_kind_of", "check_saved_by", "check_topo_sort", "check_pending_backward",
            "check_sum_to_shape", "check_softplus", "check_evaluate"]
+__all__ += ["check_reverse_loop"]
+__all__ += ["check_multiply_rule", "check_save_list"]

@@ -1,4 +1,5 @@
 """The ops, one small Function subclass each; importing this package fills minigrad.OPS."""
+from .activations import gelu, silu
 from .elementwise import add, div, exp, log, mul, neg, pow, relu, sigmoid, sub, tanh
 from .linalg import linear, matmul
 from .loss import cross_entropy, log_softmax, mse, softmax
@@ -7,4 +8,5 @@ from .shape import broadcast_to, concat, getitem, reshape, stack, transpose
 
 __all__ = ["add", "sub", "mul", "div", "neg", "pow", "exp", "log", "tanh", "sigmoid", "relu",
            "matmul", "linear", "sum", "mean", "max", "reshape", "transpose", "broadcast_to",
-           "concat", "stack", "getitem", "softmax", "log_softmax", "cross_entropy", "mse"]
+           "concat", "stack", "getitem", "softmax", "log_softmax", "cross_entropy", "mse",
+           "silu", "gelu"]

@@ -4,5 +4,7 @@ Importing minigrad does not import this package; `from minigrad.widgets import .
 """
 from .export import save_html
 from .views import BackwardStepper, GraphView, MemoryView
+from .tapeview import TapeView
+from .aotview import AotView
 
-__all__ = ["GraphView", "BackwardStepper", "MemoryView", "save_html"]
+__all__ = ["GraphView", "BackwardStepper", "MemoryView", "save_html", "TapeView", "AotView"]

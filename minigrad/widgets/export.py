@@ -31,23 +31,30 @@ window.minigrad.mount(document.getElementById("minigrad-root"),
 
 def save_html(widget, path, *, finish: bool = True) -> pathlib.Path:
     """Write widget's trace and drawing into one HTML file that works offline (slides, a course
-    page, an LMS). A live BackwardStepper runs backward to the end first unless finish=False."""
+    page, an LMS). A live BackwardStepper or TapeView runs backward to the end first unless
+    finish=False."""
     from .views import BackwardStepper, GraphView, MemoryView   # (the views import this module)
+    from .tapeview import TapeView
+    from .aotview import AotView
 
-    if isinstance(widget, BackwardStepper) and finish:
+    if isinstance(widget, (BackwardStepper, TapeView)) and finish:
         widget.finish()
     # isinstance, not type(): traitlets' add_traits gives each widget instance a subclass.
     kind = next((name for cls, name in ((GraphView, "graph"), (BackwardStepper, "stepper"),
-                                        (MemoryView, "memory")) if isinstance(widget, cls)), None)
+                                        (MemoryView, "memory"), (TapeView, "tape"),
+                                        (AotView, "aot"))
+                 if isinstance(widget, cls)), None)
     if kind is None:
-        raise TypeError(f"save_html: expected a GraphView, BackwardStepper or MemoryView, got "
-                        f"{type(widget).__name__}.")
+        raise TypeError(f"save_html: expected a GraphView, BackwardStepper, MemoryView, TapeView "
+                        f"or AotView, got {type(widget).__name__}.")
     trace = widget.current_trace
     data = {"widget": kind, "trace": trace, "dot": widget.dot, "options": widget.options,
             "message": widget.message}
     # JSON inside <script>: "</" would end the element early, so escape every "<".
     text = json.dumps(data).replace("<", "\\u003c")
-    script = bundle("standalone.js").read_text(encoding="utf-8").replace("</script", "<\\/script")
+    # (a tape page needs no Graphviz: its own script is ~5% of the size)
+    script = bundle("standalone-tape.js" if kind == "tape" else "standalone.js")
+    script = script.read_text(encoding="utf-8").replace("</script", "<\\/script")
     title = trace.get("title") or f"minigrad {kind}"
     path = pathlib.Path(path)
     path.write_text(_PAGE.format(title=html.escape(title), data=text, script=script),

@@ -1,7 +1,7 @@
 // standalone.js: one classic script for the self-contained HTML export. It holds the layout
 // engine and the three views, and runs them with a FakeModel:
 //
-//   window.minigrad.mount(el, {widget: "graph" | "stepper" | "memory", trace, dot, options,
+//   window.minigrad.mount(el, {widget: "graph" | "stepper" | "memory" | "tape", trace, dot, options,
 //                              message, frame})  ->  {model, destroy()}
 import { FakeModel } from "./fake-model.js";
 import { engineSlot } from "./engine-slot.js";
@@ -9,8 +9,10 @@ import { startEngine } from "./engine-core.js";
 import { renderGraphView } from "./view-graph.js";
 import { renderStepper } from "./view-stepper.js";
 import { renderMemoryView } from "./view-memory.js";
+import { renderTapeView } from "./view-tape.js";
+import { renderAotView } from "./view-aot.js";
 
-const VIEWS = { graph: renderGraphView, stepper: renderStepper, memory: renderMemoryView };
+const VIEWS = { graph: renderGraphView, stepper: renderStepper, memory: renderMemoryView, tape: renderTapeView, aot: renderAotView };
 
 function ensureEngine() {
   const slot = engineSlot();
@@ -25,7 +27,7 @@ function ensureEngine() {
 
 function mount(el, { widget = "graph", trace = null, dot = "", options = {}, message = "", frame, live = false } = {}) {
   const render = VIEWS[widget];
-  if (!render) throw new Error(`minigrad.mount: unknown widget ${JSON.stringify(widget)} (graph, stepper or memory)`);
+  if (!render) throw new Error(`minigrad.mount: unknown widget ${JSON.stringify(widget)} (graph, stepper, memory, tape or aot)`);
   if (!el || typeof el.appendChild !== "function") throw new Error("minigrad.mount: el must be an element");
   if (widget !== "memory" && !message && dot) ensureEngine();
   const model = new FakeModel({

@@ -1,0 +1,17 @@
+"""Ahead-of-time autodiff (design D): capture a forward IR graph, derive its backward graph once,
+plan its memory, run both from a compiled plan. Beside the eager engine, sharing kernels.py."""
+from .capture import CaptureError, capture
+from .derive import (DerivationStep, DeriveBackwardOptions, DeriveError, compute_required_saves,
+                     dead_code_elimination, derive_backward_graph)
+from .ir import Graph, Operation, TensorInfo
+from .rules import (BackwardRuleContext, BackwardRuleRegistry, MissingRuleError, registry,
+                    saved_ref)
+
+__all__ = ["Graph", "Operation", "TensorInfo", "capture", "CaptureError",
+           "derive_backward_graph", "DeriveBackwardOptions", "DerivationStep", "DeriveError",
+           "compute_required_saves", "dead_code_elimination",
+           "BackwardRuleRegistry", "BackwardRuleContext", "MissingRuleError", "registry", "saved_ref"]
+from .execute import ExecuteError, Executor  # noqa: E402
+__all__ += ["Executor", "ExecuteError"]
+from .plan import LiveRange, MemoryPlan, PlanError, plan_memory, recompute_saves  # noqa: E402
+__all__ += ["plan_memory", "recompute_saves", "MemoryPlan", "LiveRange", "PlanError"]

@@ -1,0 +1,172 @@
+"""capture(fn, *example_inputs, params=...): run ordinary minigrad code once, keep its graph as IR.
+
+The eager engine already records every op it runs (the grad_fn graph). capture runs fn on the
+examples with every float input marked requires_grad (so every op is recorded), then walks that
+graph from the outputs back and writes one Operation per node, in an order where each tensor is
+written before it is read. Names come from Variable names (parameters such as "layer0.weight",
+inputs) and otherwise from the op ("relu_3"). Shapes and dtypes go into the graph's shape_env.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import MinigradError
+from ..variable import Variable, create_leaf
+from .ir import Graph, Operation, TensorInfo
+
+
+class CaptureError(MinigradError, ValueError):
+    """fn used something the IR cannot hold (an op without an aot form, a batched matmul, ...)."""
+
+
+def capture(fn, *example_inputs, params=None, input_names=None, output_names=None) -> Graph:
+    """The forward Graph of fn(*example_inputs); params: a Module, a list or a dict of Variables."""
+    param_vars = named_params(params)
+    leaves, names, no_grad = [], {}, set()
+    for i, value in enumerate(example_inputs):
+        name = _input_name(value, i, len(example_inputs), input_names)
+        data = value.data if isinstance(value, Variable) else np.asarray(value)
+        differentiable = data.dtype.kind == "f"
+        leaf = create_leaf(data, requires_grad=differentiable, name=name)   # recorded, even for data
+        if not (isinstance(value, Variable) and value.requires_grad):
+            no_grad.add(name)
+        leaves.append(leaf)
+        names[id(leaf)] = name
+    for name, p in param_vars.items():
+        names[id(p)] = name
+    result = fn(*leaves)
+    outputs = list(result) if isinstance(result, (tuple, list)) else [result]
+    if output_names is None:
+        output_names = ["loss"] if len(outputs) == 1 else [f"out{i}" for i in range(len(outputs))]
+    graph = Graph(inputs=[names[id(v)] for v in leaves], params=list(param_vars), no_grad=no_grad)
+    for v, out_name in zip(outputs, output_names):
+        if not isinstance(v, Variable):
+            raise CaptureError(f"capture: fn returned {type(v).__name__}, not a Variable. "
+                               f"Fix: return the minigrad result (e.g. the loss).")
+        names.setdefault(id(v), out_name)
+    for v in leaves + list(param_vars.values()):
+        graph.shape_env[names[id(v)]] = TensorInfo(v.shape, v.dtype)
+    for v in _topological(outputs):
+        _record(graph, v, names)
+    graph.outputs = [names[id(v)] for v in outputs]
+    return graph
+
+
+def named_params(params) -> dict:
+    """name -> parameter, from a Module, a list of named Variables or a dict."""
+    if params is None:
+        return {}
+    if hasattr(params, "parameters"):
+        params = params.parameters()
+    if isinstance(params, dict):
+        return dict(params)
+    found = {}
+    for i, p in enumerate(params):
+        found[p.name or f"param{i}"] = p
+    return found
+
+
+def _input_name(value, i: int, count: int, given) -> str:
+    if given is not None:
+        return given[i]
+    if isinstance(value, Variable) and value.name:
+        return value.name
+    return "x" if count == 1 else f"x{i}"
+
+
+def _topological(outputs: list) -> list:
+    """Non-leaf Variables, each after the Variables it reads (iterative post-order walk)."""
+    order, done, stack = [], set(), [(v, False) for v in outputs]
+    while stack:
+        v, expanded = stack.pop()
+        if id(v) in done or v.grad_fn is None:
+            continue
+        if expanded:
+            done.add(id(v))
+            order.append(v)
+            continue
+        stack.append((v, True))
+        stack.extend((p, False) for p in reversed(v.parents))
+    return order
+
+
+def _record(graph: Graph, v: Variable, names: dict) -> None:
+    node = v.grad_fn
+    inputs = list(node.inputs)
+    for x in inputs:
+        if id(x) not in names:   # a leaf nobody named: a constant folded into the graph
+            names[id(x)] = x.name or f"const{len(graph.constants)}"
+            graph.constants[names[id(x)]] = x.data
+            graph.shape_env[names[id(x)]] = TensorInfo(x.shape, x.dtype)
+    translate = CAPTURED.get(node.name)
+    if translate is None:
+        raise CaptureError(f"capture: the eager op '{node.name}' has no ahead-of-time form. "
+                           f"Supported: {', '.join(sorted(CAPTURED))}. Fix: express it with these "
+                           f"ops, or add it to minigrad.aot.capture.CAPTURED (with an executor "
+                           f"kernel and a backward rule).")
+    op_type, attrs = translate(node, v, inputs)
+    k = len(graph.operations)
+    op_id = f"{op_type}_{k}"
+    if id(v) not in names:
+        names[id(v)] = _output_name(v, op_id, [names[id(x)] for x in inputs], graph)
+    graph.operations.append(Operation(op_id, op_type, tuple(names[id(x)] for x in inputs),
+                                      (names[id(v)],), attrs))
+    graph.shape_env[names[id(v)]] = TensorInfo(v.shape, v.dtype)
+
+
+def _output_name(v: Variable, op_id: str, input_names: list, graph: Graph) -> str:
+    """The Variable's own name; else the module's, read off its parameters ("layer0.weight" ->
+    "layer0"); else the op id ("relu_1"). A name already taken falls through to the next."""
+    modules = [n.rsplit(".", 1)[0] for n in input_names if n in graph.params and "." in n]
+    for name in (v.name, *modules[:1], op_id):
+        if name and name not in graph.shape_env:
+            return name
+    return op_id
+
+
+def _same(op_type: str):
+    return lambda node, v, inputs: (op_type, {})
+
+
+def _matmul(node, v, inputs):
+    shapes = [x.shape for x in inputs[:2]]
+    if any(len(s) != 2 for s in shapes):
+        raise CaptureError(f"capture: {node.name} of shapes {shapes[0]} and {shapes[1]}: the aot "
+                           f"matmul takes 2-D operands. Fix: reshape to (rows, features) first.")
+    return ("matmul_bias" if len(inputs) == 3 else "matmul"), {"transpose": "NN"}
+
+
+def _add(node, v, inputs):
+    a, b = inputs
+    if b.ndim == 1 and a.ndim >= 2 and b.shape[0] == a.shape[-1]:
+        return "bias_add", {}   # x + b with b along the last axis: the layer's bias
+    return "add", {}
+
+
+def _reduce(op_type):
+    def translate(node, v, inputs):
+        return op_type, {"axis": node.axes, "keepdims": node.keepdims}
+    return translate
+
+
+def _along_axis(op_type):
+    def translate(node, v, inputs):
+        return op_type, {"axis": node.axis}
+    return translate
+
+
+# eager op name -> function(node, output Variable, inputs) giving (IR op type, attrs)
+CAPTURED = {
+    "add": _add, "sub": _same("subtract"), "mul": _same("multiply"), "div": _same("divide"),
+    "neg": _same("neg"), "exp": _same("exp"), "log": _same("log"), "tanh": _same("tanh"),
+    "sigmoid": _same("sigmoid"), "relu": _same("relu"), "silu": _same("silu"),
+    "gelu": _same("gelu"),
+    "pow": lambda node, v, inputs: ("pow", {"exponent": node.exponent}),
+    "matmul": _matmul, "linear": _matmul,
+    "sum": _reduce("sum"), "mean": _reduce("mean"),
+    "reshape": lambda node, v, inputs: ("view", {"shape": tuple(v.shape)}),
+    "transpose": lambda node, v, inputs: ("transpose", {"axes": node.axes}),
+    "softmax": _along_axis("softmax"), "log_softmax": _along_axis("log_softmax"),
+    "cross_entropy": _same("cross_entropy"), "mse": _same("mse"),
+    "broadcast_to": lambda node, v, inputs: ("broadcast_to", {"shape": tuple(v.shape)}),
+}

@@ -1,0 +1,329 @@
+"""Run a forward and a backward Graph on numpy, from a plan compiled once.
+
+Compiling walks the operations once with the example values: each op's compiler computes the
+result (allocating its buffer), and returns the flat calls that recompute it *into that buffer*:
+`(np.add, (a, b, out))`. Running is then one loop, `for fn, args in calls: fn(*args)`, with no
+graph, no dictionary and no allocation: that is where ahead-of-time wins over eager, which builds
+a node, a Variable and usually a new array per op. The math is the eager ops' (kernels.py).
+
+The plain idea, without the speed trick: `env[out] = KERNEL[op.type](*[env[i] for i in op.inputs])`
+for each op in order. Views (reshape, identity, transpose) cost nothing: their output *is* a view
+of the input's buffer, made once. Every tensor keeps its own buffer (saved tensors included), so a
+saved.x is simply x's buffer; plan.py says how much memory a buffer-sharing runtime would need.
+Buffers are reused by the next run: copy a result to keep it.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import kernels
+from ..errors import MinigradError
+from . import placement
+from .capture import named_params
+from .ir import Graph, is_saved, unsaved
+
+
+class ExecuteError(MinigradError, ValueError):
+    """The graphs cannot be run as given (a missing input, an unsaved tensor, an unknown op)."""
+
+
+class Executor:
+    """Executor(forward, backward, params, *example_inputs): compile once, then run(*inputs).
+
+    share_buffers=True (the default) places the buffers in one arena by live range
+    (placement.py): arena_bytes is then the memory the run needs, unshared_bytes what one buffer
+    per tensor would take.
+    """
+
+    def __init__(self, forward: Graph, backward: Graph | None, params, *example_inputs,
+                 share_buffers: bool = True):
+        self.forward, self.backward = forward, backward
+        self.constant_ids: set = set()   # buffers written once at compile time (never shared)
+        self.env: dict = dict(forward.constants)
+        for name, array in _param_arrays(params).items():
+            self.env[name] = array          # by reference: an optimiser updating it in place is seen
+        missing = [p for p in forward.params if p not in self.env]
+        if missing:
+            raise ExecuteError(f"Executor: no array for params {missing}. Fix: pass the model, a "
+                               f"list of its parameter Variables or a dict name -> array.")
+        if len(example_inputs) != len(forward.inputs):
+            raise ExecuteError(f"Executor: the forward graph has inputs {forward.inputs}, got "
+                               f"{len(example_inputs)} example arrays. Fix: pass one per input.")
+        for name, value in zip(forward.inputs, example_inputs):
+            self.env[name] = np.array(value.data if hasattr(value, "data") else value)
+        self.forward_calls = self._compile(forward.operations)
+        self.backward_calls = []
+        if backward is not None:
+            d_loss = backward.inputs[0]
+            loss = self.env[forward.outputs[0]]
+            self.env[d_loss] = np.ones_like(loss)   # d loss / d loss = 1, written once
+            self._check_saves(backward)
+            self.backward_calls = self._compile(backward.operations, saved_ok=True)
+        self.unshared_bytes = self.arena_bytes = None
+        if share_buffers:
+            self._share_buffers(params)
+
+    def _share_buffers(self, params) -> None:
+        external = {id(placement.root_of(a)) for name, a in self.env.items()
+                    if name in self.forward.params or name in self.forward.constants}
+        external |= self.constant_ids
+        if self.backward is not None:
+            external.add(id(placement.root_of(self.env[self.backward.inputs[0]])))
+        outputs = [*self.forward.outputs, *(self.backward.outputs if self.backward else [])]
+        calls = self.forward_calls + self.backward_calls
+        calls, self.env, self.arena_bytes, self.unshared_bytes = placement.place(
+            calls, self.env, external, [self.env[n] for n in outputs],
+            [self.env[n] for n in self.forward.inputs])
+        n = len(self.forward_calls)
+        self.forward_calls, self.backward_calls = calls[:n], calls[n:]
+
+    def _check_saves(self, backward: Graph) -> None:
+        for op in backward.operations:
+            for t in op.inputs:
+                if is_saved(t) and unsaved(t) not in backward.save:
+                    raise ExecuteError(
+                        f"backward op {op.id} ({op.type}) reads {t}, but '{unsaved(t)}' is not in "
+                        f"the backward graph's save list {backward.save}. Rule: with "
+                        f"auto_save=False only extra_saves are kept. Fix: add '{unsaved(t)}' to "
+                        f"extra_saves, or derive with auto_save=True.")
+
+    def _compile(self, operations, saved_ok: bool = False) -> list:
+        calls = []
+        for op in operations:
+            compiler = COMPILERS.get(op.type)
+            if compiler is None:
+                raise ExecuteError(f"Executor: no kernel for op type '{op.type}' ({op.id}). Fix: "
+                                   f"add a compiler to minigrad.aot.execute.COMPILERS "
+                                   f"(known: {', '.join(sorted(COMPILERS))}).")
+            args = [self._lookup(t, op) for t in op.inputs]
+            out, op_calls = compiler(*args, **op.attrs)
+            self.env[op.outputs[0]] = out
+            if not op_calls and not any(placement.root_of(out) is placement.root_of(a) for a in args):
+                self.constant_ids.add(id(placement.root_of(out)))   # made once (zeros): keep it
+            calls += op_calls
+        return calls
+
+    def _lookup(self, name: str, op) -> np.ndarray:
+        array = self.env.get(unsaved(name))
+        if array is None:
+            raise ExecuteError(f"Executor: op {op.id} ({op.type}) reads '{name}', which no earlier "
+                               f"operation wrote and is not an input, param or constant.")
+        return array
+
+    def run(self, *inputs):
+        """Forward then backward on new input values; returns the loss (a 0-d array)."""
+        env = self.env
+        if len(inputs) != len(self.forward.inputs):
+            raise ExecuteError(f"Executor.run: the graph has inputs {self.forward.inputs}, got "
+                               f"{len(inputs)} values. Fix: pass one array per input, in order.")
+        for name, value in zip(self.forward.inputs, inputs):
+            value = value.data if hasattr(value, "data") else value
+            buffer = env[name]
+            if np.shape(value) != buffer.shape:
+                raise ExecuteError(
+                    f"Executor.run: input '{name}' has shape {np.shape(value)}, the plan was "
+                    f"compiled for {buffer.shape}. Rule: an ahead-of-time plan has static shapes. "
+                    f"Fix: capture and compile again with an example of the new shape.")
+            np.copyto(buffer, value)
+        for fn, args in self.forward_calls:
+            fn(*args)
+        for fn, args in self.backward_calls:
+            fn(*args)
+        return env[self.forward.outputs[0]]
+
+    def grads(self) -> dict:
+        """The backward graph's outputs, by name ("d_layer0.weight" -> array); reused by the next run."""
+        return {name: self.env[name] for name in self.backward.outputs}
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        return self.env[unsaved(name)]
+
+
+def _param_arrays(params) -> dict:
+    return {name: getattr(p, "data", p) for name, p in named_params(params).items()}
+
+
+# -- compilers: (input arrays, attrs) -> (output buffer, [(fn, args)]) ---------------------------
+# Each computes its result once (that allocates the buffer) and returns the calls that recompute
+# it into the same buffer on every run.
+
+def _call(fn, *args):
+    """Run fn(*args) once (its last arg is the out buffer) and return the buffer and the call."""
+    fn(*args)
+    return args[-1], [(fn, args)]
+
+
+def _ufunc(ufunc):
+    def compile_(*arrays, **attrs):
+        return _call(ufunc, *arrays, ufunc(*arrays))
+    return compile_
+
+
+def _grad_kernel(kernel):
+    """Backward kernels take (forward tensor, grad_output, out); rules list the gradient first."""
+    def compile_(grad_output, x, **attrs):
+        return _call(kernel, x, grad_output, kernel(x, grad_output))
+    return compile_
+
+
+def _activation(kernel):
+    def compile_(x, **attrs):
+        return _call(kernel, x, kernel(x))
+    return compile_
+
+
+def _view(x, shape=None, **attrs):
+    y = x.reshape(shape)
+    if np.shares_memory(x, y):
+        return y, []                       # a view: nothing to run
+    return _call(_reshape_into, x, y)      # x was not contiguous: copy each run
+
+
+def _reshape_into(x, out):
+    out[...] = x.reshape(out.shape)
+
+
+def _identity(x, **attrs):
+    return x, []
+
+
+def _copy(x, **attrs):
+    out = x.copy()
+    return out, [(np.copyto, (out, x))]
+
+
+def _transpose(x, axes=None, **attrs):
+    return x.transpose(axes), []
+
+
+def _matmul(a, b, transpose="NN", **attrs):
+    a = a.T if transpose[0] == "T" else a
+    b = b.T if transpose[1] == "T" else b
+    return _call(np.matmul, a, b, np.matmul(a, b))
+
+
+def _matmul_bias(a, b, bias, transpose="NN", **attrs):
+    out, calls = _matmul(a, b, transpose)
+    out += bias
+    return out, calls + [(np.add, (out, bias, out))]
+
+
+def _reduce(x, axis=None, keepdims=False, scale=None):
+    out = np.add.reduce(x, axis, None, None, keepdims)
+    out = np.asarray(out) if np.ndim(out) == 0 and not isinstance(out, np.ndarray) else out
+    calls = [(np.add.reduce, (x, axis, None, out, keepdims))]
+    if scale is not None:
+        calls.append((np.multiply, (out, scale, out)))
+    for fn, args in calls:
+        fn(*args)
+    return out, calls
+
+
+def _sum(x, axis=None, keepdims=False, **attrs):
+    return _reduce(x, axis, keepdims)
+
+
+def _mean(x, axis=None, keepdims=False, **attrs):
+    count = x.size // max(np.add.reduce(x, axis, None, None, keepdims).size, 1)
+    return _reduce(x, axis, keepdims, scale=1.0 / max(count, 1))
+
+
+def _expand(g, shape=None, axis=None, keepdims=False, scale=1.0, **attrs):
+    """d sum / d mean: g (with the reduced axes put back as size 1) broadcast to shape, scaled."""
+    if not keepdims and axis is not None:
+        axes = (axis,) if isinstance(axis, int) else tuple(axis)
+        g = np.expand_dims(g, tuple(a % len(shape) for a in axes))
+    out = np.empty(shape, dtype=g.dtype)
+    return _call(np.multiply, g, scale, out)
+
+
+def _sum_to_shape(g, shape=None, **attrs):
+    """Undo broadcasting: sum g over the axes broadcasting added or stretched (one reduce call)."""
+    out = np.empty(shape, dtype=g.dtype)
+    lead = g.ndim - len(shape)
+    padded = (1,) * lead + tuple(shape)
+    axes = tuple(i for i in range(g.ndim) if padded[i] == 1 and g.shape[i] != 1) + \
+        tuple(range(lead))
+    axes = tuple(sorted(set(axes)))
+    if not axes:
+        return g, []   # nothing was broadcast: the gradient already has the shape
+    view = out.reshape(padded)
+    return out, _run([(np.add.reduce, (g, axes, None, view, True))])
+
+
+def _run(calls):
+    for fn, args in calls:
+        fn(*args)
+    return calls
+
+
+def _along_axis(kernel):
+    def compile_(x, axis=-1, **attrs):
+        return _call(kernel, x, axis, kernel(x, axis))
+    return compile_
+
+
+def _along_axis_backward(kernel):
+    def compile_(grad_output, y, axis=-1, **attrs):
+        return _call(kernel, y, grad_output, axis, kernel(y, grad_output, axis))
+    return compile_
+
+
+def _pow(x, exponent=None, **attrs):
+    return _call(np.power, x, exponent, np.power(x, exponent))
+
+
+def _pow_backward(grad_output, x, exponent=None, **attrs):
+    return _call(kernels.pow_backward, x, exponent, grad_output,
+                 kernels.pow_backward(x, exponent, grad_output))
+
+
+def _cross_entropy(logits, targets, **attrs):
+    return _call(kernels.cross_entropy, logits, targets, np.empty((), logits.dtype))
+
+
+def _cross_entropy_backward(grad_output, logits, targets, **attrs):
+    return _call(kernels.cross_entropy_backward, logits, targets, grad_output,
+                 np.empty_like(logits))
+
+
+def _mse(pred, target, **attrs):
+    return _call(kernels.mse, pred, target, np.empty((), np.result_type(pred, target)))
+
+
+def _mse_backward(grad_output, pred, target, **attrs):
+    return _call(kernels.mse_backward, pred, target, grad_output,
+                 np.empty(np.broadcast_shapes(pred.shape, target.shape), pred.dtype))
+
+
+def _broadcast_to(x, shape=None, **attrs):
+    return np.broadcast_to(x, shape), []   # a read-only view: nothing to run
+
+
+def _zeros(shape=(), dtype="float64", **attrs):
+    return np.zeros(shape, dtype), []
+
+
+COMPILERS = {
+    "add": _ufunc(np.add), "bias_add": _ufunc(np.add), "subtract": _ufunc(np.subtract),
+    "multiply": _ufunc(np.multiply), "divide": _ufunc(np.divide), "neg": _ufunc(np.negative),
+    "exp": _ufunc(np.exp), "log": _ufunc(np.log), "tanh": _ufunc(np.tanh),
+    "relu": _activation(kernels.relu),
+    "sigmoid": _activation(kernels.sigmoid), "silu": _activation(kernels.silu),
+    "gelu": _activation(kernels.gelu),
+    "tanh_backward": _grad_kernel(kernels.tanh_backward),
+    "sigmoid_backward": _grad_kernel(kernels.sigmoid_backward),
+    "relu_backward": _grad_kernel(kernels.relu_backward),
+    "silu_backward": _grad_kernel(kernels.silu_backward),
+    "gelu_backward": _grad_kernel(kernels.gelu_backward),
+    "softmax": _along_axis(kernels.softmax), "log_softmax": _along_axis(kernels.log_softmax),
+    "softmax_backward": _along_axis_backward(kernels.softmax_backward),
+    "log_softmax_backward": _along_axis_backward(kernels.log_softmax_backward),
+    "matmul": _matmul, "matmul_bias": _matmul_bias,
+    "view": _view, "reshape": _view, "transpose": _transpose,
+    "identity": _identity, "copy": _copy, "zeros": _zeros,
+    "sum": _sum, "mean": _mean, "expand": _expand, "sum_to_shape": _sum_to_shape,
+    "pow": _pow, "pow_backward": _pow_backward,
+    "cross_entropy": _cross_entropy, "cross_entropy_backward": _cross_entropy_backward,
+    "mse": _mse, "mse_backward": _mse_backward, "broadcast_to": _broadcast_to,
+}

@@ -1,0 +1,116 @@
+"""Lesson 08 (the tape): check_reverse_loop.
+
+The student writes reverse_loop(tape, out): the tape's backward, newest instruction first, with
+the rules of minigrad.tape.RULES. The check records random functions (fan-out, x * x, consts,
+dead branches) twice: on a tape for the student, whose own backward is switched off, and on
+minigrad's eager engine with 0-d Variables; the vars' grads must equal the eager leaves' grads,
+and no const or unreached slot may get a grad.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..tape import Tape
+from ..variable import create_leaf
+from ._report import StudentError, call, failed, passed
+
+CHECK = "check_reverse_loop"
+N_FUNCTIONS = 40
+
+
+class _CheckTape(Tape):
+    """A tape whose backward is off, so the gradients must come from the student's loop."""
+
+    def backward(self, out, retain=False, plain=False):
+        raise RuntimeError("tape.backward is switched off in this check: write the loop yourself")
+
+    def backward_steps(self, out, retain=False):
+        raise RuntimeError("tape.backward_steps is switched off in this check: write the loop "
+                           "yourself")
+
+
+def random_function(seed: int, make_var, make_const):
+    """Record one random function with make_var/make_const (tape slots or Variables).
+
+    Returns (vars, consts, out, dead): out is the sum of a few values; dead are values computed
+    but not part of out. Only ops both engines have, kept inside their domains."""
+    rng = np.random.default_rng(seed)
+    xs = [make_var(float(v)) for v in rng.uniform(-1.5, 1.5, int(rng.integers(1, 4)))]
+    cs = [make_const(float(v)) for v in rng.uniform(0.5, 2.0, int(rng.integers(1, 3)))]
+    values = xs + cs
+    for _ in range(int(rng.integers(3, 12))):
+        a = values[int(rng.integers(len(values)))]
+        b = values[int(rng.integers(len(values)))]
+        kind = int(rng.integers(9))
+        if kind == 0:
+            out = a + b
+        elif kind == 1:
+            out = a * b
+        elif kind == 2:
+            out = a - b
+        elif kind == 3:
+            out = a.tanh()
+        elif kind == 4:
+            out = a * a                       # one value read twice by one op
+        elif kind == 5:
+            out = (a * 0.5).exp()
+        elif kind == 6:
+            out = a / (b * b + 1.0)
+        elif kind == 7:
+            out = (a * a + 1.0).log() ** 2.0
+        else:
+            out = -a.relu()
+        values.append(out)
+    picks = rng.choice(len(values), size=min(3, len(values)), replace=False)
+    total = values[int(picks[0])]
+    for i in picks[1:]:
+        total = total + values[int(i)]
+    dead = [values[-1].tanh() * 3.0]          # computed, never part of out
+    return xs, cs, total, dead
+
+
+def check_reverse_loop(reverse_loop) -> bool:
+    """Run reverse_loop(tape, out) on random functions; compare with the eager engine."""
+    for seed in range(N_FUNCTIONS):
+        tape = _CheckTape()
+        xs, cs, out, dead = random_function(seed, tape.var, tape.const)
+        case = (f"random function {seed} ({len(tape.instrs)} instructions, {len(xs)} vars, "
+                f"{len(cs)} consts)")
+        if not out.requires_grad:    # a function of consts only: nothing to check here
+            continue
+        try:
+            call(reverse_loop, tape, out)
+        except StudentError as err:
+            return failed(CHECK, case, err.description,
+                          "seed tape.grads[out] = 1.0, then for instr in reversed(tape.instrs): "
+                          "read the output's grad, call RULES[instr.op].backward and add each "
+                          "input grad in")
+        vs, _, eager_out, _ = random_function(
+            seed, lambda v: create_leaf(v, requires_grad=True), create_leaf)
+        eager_out.backward()
+        for k, (x, v) in enumerate(zip(xs, vs)):
+            want = None if v.grad is None else float(v.grad)
+            got = tape.grads[x.index]
+            if (got is None) != (want is None):
+                return failed(CHECK, case, f"var {k} (slot {x.index}): your grad is {got}, the "
+                                           f"eager engine gives {want}.",
+                              "a var the output does not depend on keeps grad None; one it does "
+                              "depend on gets one: skip an instruction whose output grad is None, "
+                              "run every other")
+            if got is not None and not np.isclose(got, want, rtol=1e-10, atol=1e-12):
+                return failed(CHECK, case, f"var {k} (slot {x.index}): your grad is {got:.10g}, "
+                                           f"the eager engine gives {want:.10g}.",
+                              "add into a grad that is already there (a slot read twice, as in "
+                              "x * x, gets two contributions); never overwrite it")
+        written = [i for i, g in enumerate(tape.grads)
+                   if g is not None and not tape.requires_grad[i]]
+        if written:
+            return failed(CHECK, case, f"slots {written} are consts but got a grad.",
+                          "only slots with tape.requires_grad[i] True receive a grad")
+        for slot in dead:
+            if tape.grads[slot.index] is not None:
+                return failed(CHECK, case, f"slot {slot.index} is not part of out but got a grad.",
+                              "start from out only: tape.grads[out] = 1.0, and skip "
+                              "instructions whose output grad is None")
+    return passed(CHECK, f"{N_FUNCTIONS} random functions (fan-out, x * x, consts, dead "
+                         f"branches): the vars' grads equal the eager engine's")

@@ -1,0 +1,174 @@
+"""The engine's rules as checks and error messages, kept out of the functions lessons print.
+
+Each check raises an error that names the op, the shapes, the rule that was broken and the fix
+(design §9); the engine calls them in one line where the rule applies. This module reads graphs
+by duck typing, like the engine, and imports neither Variable nor Function.
+"""
+from __future__ import annotations
+
+import os
+import traceback
+
+import numpy as np
+
+from .arena import stale_error
+from .errors import AnomalyError, BackwardError, DtypeError, InvariantError, ShapeError
+from .modes import _debug, modes
+
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
+
+
+# -- naming things in messages ---------------------------------------------------------------------
+def describe(variable) -> str:
+    """A Variable as the op layer names it: its name, or what made it, and its shape."""
+    if variable.name:
+        return f"Variable {variable.name!r} (shape {variable.shape})"
+    if variable.grad_fn is not None:
+        return f"the output of {variable.grad_fn.name} (shape {variable.shape})"
+    return f"a leaf Variable of shape {variable.shape}"
+
+
+def label(variable) -> str:
+    """A Variable as backward names it (no shape: the message gives the one that matters)."""
+    name = getattr(variable, "name", None)
+    if name:
+        return f"Variable {name!r}"
+    fn = variable.grad_fn
+    return f"the output of {fn.name}" if fn is not None else "a leaf Variable"
+
+
+# -- leaves ----------------------------------------------------------------------------------------
+def check_leaf_dtype(array: np.ndarray, given: str, requires_grad: bool) -> None:
+    if array.dtype.kind not in "biuf":
+        raise DtypeError(f"create_leaf: data of dtype {array.dtype} ({given}) is not "
+                         f"numeric. Pass numbers (int, float, bool) or a numeric numpy array.")
+    if requires_grad and array.dtype.kind != "f":
+        raise DtypeError(
+            f"create_leaf(requires_grad=True): data of dtype {array.dtype} cannot have a gradient; "
+            f"gradients need floating point numbers. Fix: pass float data, e.g. "
+            f"create_leaf(data, requires_grad=True, dtype=np.float32).")
+
+
+def not_numeric(data, exc: Exception) -> DtypeError:
+    return DtypeError(f"create_leaf: cannot make a numeric array from {type(data).__name__} "
+                      f"({exc}). Pass a number, a (nested) list of numbers or a numpy array.")
+
+
+def check_shareable(data, dtype, arena) -> None:
+    """create_leaf(copy=False) shares the caller's array: it must be one, as it is."""
+    if arena is not None:
+        raise ValueError(f"create_leaf(copy=False, arena={arena.name!r}): arena= asks for a copy "
+                         f"on the arena and copy=False for no copy; choose one. Fix: drop arena= "
+                         f"to share your array, or drop copy=False to place a copy on the arena.")
+    if not isinstance(data, np.ndarray):
+        raise TypeError(f"create_leaf(copy=False): got {type(data).__name__}, but only a numpy "
+                        f"array can be shared without a copy. Fix: pass np.asarray(data) or "
+                        f"leave copy=True.")
+    if dtype is not None and np.dtype(dtype) != data.dtype:
+        raise DtypeError(f"create_leaf(copy=False, dtype={np.dtype(dtype)}): the array has dtype "
+                         f"{data.dtype}, and converting it would be a copy. Fix: convert it first "
+                         f"(data.astype({np.dtype(dtype).name})) or leave copy=True.")
+
+
+# -- backward --------------------------------------------------------------------------------------
+def check_loss(loss):
+    """The loss backward starts from: a scalar that requires grad, whose graph is not consumed.
+    Returns its node (None for a leaf loss)."""
+    if not loss.requires_grad:
+        raise BackwardError(
+            f"backward() on {label(loss)}, which does not require grad: nothing in its graph is a "
+            f"parameter. Create the parameters with create_leaf(..., requires_grad=True) and make "
+            f"sure the loss was not computed under no_grad().")
+    if loss._data.size != 1:
+        raise BackwardError(
+            f"backward() on {label(loss)} of shape {loss._data.shape}: backward is defined for "
+            f"scalar losses only. Reduce it first, e.g. loss.sum().backward() or "
+            f"loss.mean().backward().")
+    root = loss.grad_fn
+    if root is not None and root.released:
+        raise consumed(root)
+    return root
+
+
+def consumed(node) -> BackwardError:
+    return BackwardError(
+        f"backward() reached the {node.name} node, whose graph was already consumed by an earlier "
+        f"backward(): minigrad frees saved tensors as backward runs and keeps no retain_graph. "
+        f"Run forward again to build a fresh graph, then call backward on the new loss. "
+        f"(Leaf grads accumulated by this call so far are partial: zero_grad() before retrying.)")
+
+
+def check_can_run(node) -> None:
+    """A node may run once, while its memory lives, after its output gradient arrived."""
+    if node.released:
+        raise consumed(node)
+    block = node._block   # None unless the node was recorded inside an arena or pool scope
+    if block is not None and not block.alive:
+        raise stale_error(f"The graph of {node.name} (needed by backward)", block)
+    if _debug[0] and node.grad_output is None:
+        raise InvariantError(f"{node.name}: applied before its output gradient arrived "
+                             f"(scheduler bug: a node runs only after a consumer sent a gradient).")
+
+
+def checked_grads(node, grads) -> tuple:
+    """What a backward returned, as a tuple of one gradient per input (finite, under anomaly
+    detection)."""
+    if type(grads) is not tuple:
+        grads = (grads,)
+    if len(grads) != len(node.inputs):
+        raise BackwardError(f"{node.name}.backward returned {len(grads)} gradients for "
+                            f"{len(node.inputs)} inputs; return one per input (None where not "
+                            f"needed).")
+    if modes.anomaly:
+        _check_finite(node, grads)
+    return grads
+
+
+def bad_edge(node, parent, grad, inputs) -> BackwardError:
+    """A gradient for parent that cannot be sent: missing, or its node already consumed."""
+    if grad is not None:   # a gradient must never land where no one reads it
+        return consumed(parent.grad_fn)
+    return BackwardError(f"{node.name}.backward returned None for input "
+                         f"{inputs.index(parent)}, which requires grad; return its "
+                         f"gradient (shape {parent._data.shape}).")
+
+
+def negative_count(fn, count: int) -> InvariantError:
+    return InvariantError(f"{fn.name}: pending_count went negative ({count}); it must equal the "
+                          f"consumer edges recorded in forward (h + h counts 2).")
+
+
+def unreducible(variable, grad) -> ShapeError:
+    return ShapeError(
+        f"accumulate_grad: a gradient of shape {grad.shape} cannot be reduced to the shape "
+        f"{variable._data.shape} of {label(variable)}. Rule: a backward returns, for each input, "
+        f"a gradient of the input's shape or of a shape it broadcasts to. Fix the backward of "
+        f"the op that consumed this variable.")
+
+
+def check_all_applied(nodes) -> None:
+    """Debug mode: backward ran every node it reached."""
+    if not _debug[0]:
+        return
+    missed = [n.name for n in nodes if not n.released]
+    if missed:
+        raise InvariantError(f"backward finished with nodes never applied: {missed}")
+
+
+def _check_finite(node, grads) -> None:
+    for i, grad in enumerate(grads):
+        if grad is not None and not np.all(np.isfinite(grad)):
+            where = getattr(node, "created_at", "an unknown place (created outside detect_anomaly)")
+            raise AnomalyError(
+                f"{node.name}.backward produced NaN or Inf in the gradient for input {i} "
+                f"(shape {np.shape(grad)}). The {node.name} op was created at {where}. Look at "
+                f"its inputs there: log or division at 0, a negative base with a fractional power, "
+                f"exp overflowing.")
+
+
+def creation_site() -> str:
+    """file:line of the user code that called the op (first frame outside minigrad)."""
+    for frame in reversed(traceback.extract_stack()[:-2]):
+        if not os.path.abspath(frame.filename).startswith(_PACKAGE_DIR):
+            return f"{frame.filename}:{frame.lineno} ({frame.line})"
+    return "inside minigrad"

@@ -1,0 +1,86 @@
+"""Ids and GraphTables: the trace's ids, and the graph it draws (variables, ops, edges)."""
+from __future__ import annotations
+
+import numpy as np
+
+from .events import EventLog, json_shape, values
+
+
+class Ids:
+    """One id per object met (v0, f1, b2, ...: one numbering for all kinds)."""
+
+    def __init__(self):
+        self._ids: dict[int, str] = {}       # id(object) -> trace id
+        self._keep: list = []                # objects kept alive so their ids stay unique
+
+    def get(self, obj, prefix: str) -> tuple[str, bool]:
+        """The object's id, and whether it is new."""
+        key = id(obj)
+        if key in self._ids:
+            return self._ids[key], False
+        new = f"{prefix}{len(self._ids)}"
+        self._ids[key] = new
+        self._keep.append(obj)
+        return new, True
+
+    def known(self, obj) -> str | None:
+        return self._ids.get(id(obj))
+
+    def keep(self, obj) -> None:
+        self._keep.append(obj)
+
+
+class GraphTables:
+    """The nodes (variables and ops) and edges (parent, output, saved) of the document."""
+
+    def __init__(self, ids: Ids, log: EventLog, memory):
+        self.ids, self.log, self.memory = ids, log, memory
+        self.nodes: dict[str, dict] = {}
+        self.edges: list[dict] = []
+
+    def variable(self, v, op_id: str | None = None) -> str:
+        """v's id; a variable met for the first time gets its node (and a leaf its event)."""
+        var_id, new = self.ids.get(v, "v")
+        if not new and op_id is not None and self.nodes[var_id]["op"] is None:
+            self.nodes[var_id]["op"] = op_id   # met as an input before its op was read
+        if new:
+            role = ("param" if v.requires_grad else "data") if v.grad_fn is None else "intermediate"
+            self.nodes[var_id] = {
+                "id": var_id, "type": "variable", "name": v.name,
+                "label": v.name or (v.grad_fn.name if v.grad_fn is not None else "data"),
+                "role": role, "shape": json_shape(v._data.shape), "dtype": str(v._data.dtype),
+                "size": int(v._data.size), "value": values(v._data), "op": op_id,
+                "block": self.memory.block_id(v._block),
+                "scope": list(v.scope),
+            }
+            if v.grad_fn is None:
+                what = "a parameter (requires grad)" if v.requires_grad else "data"
+                self.log.event("leaf", node=var_id, text=f"leaf {describe(v)}: {what}.")
+        return var_id
+
+    def saved(self, node, output) -> list:
+        """The entries of a node's saved tensors: which input (or its output) each one is."""
+        entries = []
+        for slot, array in enumerate(node.saved_tensors):
+            source, what = None, "an extra array"
+            for i, v in enumerate(node.inputs):
+                if v._data is array:
+                    source, what = self.ids.known(v), f"input {i} ({describe(v)})"
+                    break
+            else:
+                if array is output._data:
+                    source, what = self.ids.known(output), "its output"
+            shape = np.shape(array)
+            entries.append({"slot": slot, "source": source, "what": what,
+                            "shape": json_shape(shape), "dtype": str(np.asarray(array).dtype)})
+        return entries
+
+
+def describe(v) -> str:
+    """A Variable as the trace's sentences name it, e.g. "W (3x2)" or "tanh output (4x2)"."""
+    shape = "x".join(str(n) for n in v._data.shape) or "scalar"
+    if v.name:
+        return f"{v.name} ({shape})"
+    if v.grad_fn is not None:
+        return f"{v.grad_fn.name} output ({shape})"
+    return f"data ({shape})"

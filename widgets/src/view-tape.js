@@ -1,0 +1,447 @@
+// TapeView: a slot tape's table beside its instruction list, backward one instruction per step
+// (anywidget AFM).
+//
+// The document (minigrad/tape/document.py) holds the table after forward and then one small
+// delta per frame: the seed, then each instruction backward runs (grads written, use counts
+// changed, slots freed). A frame is reached by folding the deltas, so back, first, the slider
+// and play run here. Past the last frame, while `live`, the kernel is asked to run one more
+// instruction ("advance") or all of them ("finish") and answers with an "append" message.
+import { h, setText } from "./dom.js";
+import { injectStyles } from "./css.js";
+import { afterPaint, now } from "./view-common.js";
+import { values as showValues, shape as showShape } from "./format.js";
+import { VirtualRows } from "./virtual-rows.js";
+import { TapeState } from "./tape-state.js";
+import TAPE_CSS from "./tape.css";
+
+const SPEEDS = [
+  [1500, "slow"],
+  [700, "normal"],
+  [300, "fast"],
+  [100, "fastest"],
+];
+const KERNEL_TIMEOUT_MS = 30000;
+const ROW_HEIGHT = 21; // px: tape.css gives .mg-row and the instruction items this height
+const HEAD_HEIGHT = 23; // the table's sticky header
+const MARK = `minigrad-tape-${__MINIGRAD_WIDGETS_VERSION__}`;
+
+function injectTapeStyles(el) {
+  injectStyles(el);
+  const root = el.getRootNode ? el.getRootNode() : document;
+  const shadow = root && root.nodeType === 11;
+  const owner = shadow ? root : document;
+  if (owner.querySelector(`style[data-minigrad="${MARK}"]`)) return;
+  const style = h("style", { "data-minigrad": MARK, text: TAPE_CSS });
+  (shadow ? root : document.head || document.documentElement).appendChild(style);
+}
+
+class TapeView {
+  constructor({ model, el }) {
+    this.t0 = now();
+    this.model = model;
+    this.el = el;
+    injectTapeStyles(el);
+    this.doc = this.copyDoc(model.get("trace"));
+    this.state = new TapeState(this.doc);
+    this.shown = -1;
+    this.playing = false;
+    this.timer = null;
+    this.awaiting = null;
+    this.awaitTimer = null;
+    this.wanted = null;
+    this.disposed = false;
+    this.marks = { position: null, using: new Set(), writing: null, written: new Set() };
+    this.build();
+    this.buildTable();
+    this.show(model.get("frame"), { force: true });
+    this.listen();
+    afterPaint(() => {
+      if (!this.disposed) this.el.dataset.firstPaintMs = (now() - this.t0).toFixed(1);
+    });
+  }
+
+  copyDoc(doc) {
+    const d = doc && doc.slots ? doc : { slots: { kinds: [], names: [], requires_grad: [], shapes: [], values: [], grads: [], uses: [] }, instrs: [], rules: {}, frames: [], output: 0 };
+    return { ...d, frames: [...(d.frames || [])] };
+  }
+
+  // -- construction --------------------------------------------------------------------------
+  build() {
+    const button = (action, text, label) =>
+      h("button", { type: "button", "data-action": action, title: label, "aria-label": label, text, onclick: () => this.act(action) });
+    this.buttons = {
+      first: button("first", "|◀ first", "first step (Home)"),
+      back: button("back", "◀ back", "one step back (Left arrow)"),
+      step: button("step", "step ▶", "one instruction (Right arrow)"),
+      last: button("last", "last ▶|", "last step (End)"),
+      play: button("play", "▶ play", "play / pause (Space)"),
+    };
+    this.speed = h("select", { class: "mg-speed", "aria-label": "speed", title: "speed" }, ...SPEEDS.map(([ms, text]) => h("option", { value: String(ms), text, selected: ms === 700 })));
+    this.slider = h("input", { type: "range", class: "mg-slider", min: "0", max: "0", step: "1", value: "0", "aria-label": "step" });
+    this.slider.addEventListener("input", () => this.go(+this.slider.value));
+    this.counter = h("span", { class: "mg-counter" });
+    this.live = h("span", { class: "mg-live", hidden: true, text: "live" });
+    this.status = h("span", { class: "mg-status", role: "status" });
+    this.title = h("div", { class: "mg-title" });
+    this.sentence = h("ol", { class: "mg-sentence", "aria-live": "polite" });
+    this.slotsPane = h("div", { class: "mg-pane mg-slots-pane" });
+    this.instrsPane = h("div", { class: "mg-pane mg-instrs-pane" });
+    const b = this.buttons;
+    this.root = h(
+      "div",
+      { class: "mg-root mg-tape", tabindex: "0", "data-lm-suppress-shortcuts": "true", "aria-label": "tape view" },
+      h("div", { class: "mg-header" }, this.title, this.live),
+      h("div", { class: "mg-controls", role: "toolbar", "aria-label": "stepping" }, b.first, b.back, b.step, b.last, b.play, this.speed, this.slider, this.counter),
+      h("div", { class: "mg-stepbox" }, this.sentence, this.status),
+      h("div", { class: "mg-tape-body" }, this.slotsPane, this.instrsPane),
+      h(
+        "div",
+        { class: "mg-tape-legend" },
+        h("span", { text: "orange: the current instruction and the slots it reads" }),
+        h("span", { text: "teal grad: written at this step" }),
+        h("span", { text: "grey, struck: freed (no use left)" }),
+        h("span", { text: "∅ const: no grad needed, so its op was not recorded" }),
+      ),
+    );
+    this.root.addEventListener("keydown", (e) => this.key(e));
+    this.el.replaceChildren(this.root);
+  }
+
+  label(slot) {
+    const name = this.doc.slots.names[slot];
+    return name ? `s${slot} (${name})` : `s${slot}`;
+  }
+
+  /** The slot table and the instruction list: only the rows in view exist (virtual-rows.js). */
+  buildTable() {
+    if (this.slotRows) this.slotRows.dispose();
+    if (this.instrRows) this.instrRows.dispose();
+    const s = this.doc.slots;
+    const head = h("div", { class: "mg-row mg-head", role: "row" }, ...["slot", "name", "kind", "value", "grad", "req. grad", "uses left"].map((t) => h("span", { role: "columnheader", text: t })));
+    this.slotRows = new VirtualRows({
+      pane: this.slotsPane,
+      count: s.kinds.length,
+      rowHeight: ROW_HEIGHT,
+      className: "mg-slots-body",
+      make: (i) => this.makeSlotRow(i),
+      paint: (i, el) => this.paintSlotRow(i, el),
+    });
+    this.slotsPane.replaceChildren(h("div", { class: "mg-slots", role: "table" }, head, this.slotRows.body));
+    this.instrRows = new VirtualRows({
+      pane: this.instrsPane,
+      count: this.doc.instrs.length,
+      rowHeight: ROW_HEIGHT,
+      make: (p) => h("li", { "data-instr": String(p) }, h("span", { class: "mg-pos", text: `#${p}` }), this.instrText(this.doc.instrs[p])),
+      paint: (p, el) => {
+        el.classList.toggle("mg-done", this.state.done.has(p));
+        el.classList.toggle("mg-current", p === this.marks.position);
+      },
+    });
+    const list = h("ol", { class: "mg-instrs" }, this.instrRows.body);
+    if (!this.doc.instrs.length) list.append(h("li", { class: "mg-empty", text: "no instruction recorded (nothing requires grad)" }));
+    this.instrsPane.replaceChildren(list);
+    this.root.dataset.slots = String(s.kinds.length);
+    this.root.dataset.instrs = String(this.doc.instrs.length);
+  }
+
+  makeSlotRow(i) {
+    const s = this.doc.slots;
+    const kind = s.kinds[i];
+    const shape = s.shapes[i] && s.shapes[i].length ? ` ${showShape(s.shapes[i])}` : "";
+    const cell = (cls, text) => h("span", { class: cls, role: "cell", text });
+    return h(
+      "div",
+      { "data-slot": String(i), class: `mg-row mg-kind-${kind}`, role: "row" },
+      cell("mg-slot", `s${i}`),
+      h("span", { class: "mg-name", role: "cell", text: s.names[i] || "", title: s.names[i] || "" }),
+      h("span", { role: "cell" }, h("span", { class: "mg-kind", text: kind, title: kind === "const" ? "const: requires no grad; an op whose inputs are all const records no instruction" : kind })),
+      h("span", { class: "mg-value", role: "cell", text: s.values[i] ? showValues(s.values[i], undefined, 4) + shape : "(freed)", title: s.values[i] ? showValues(s.values[i], undefined, 4) + shape : "" }),
+      cell("mg-grad", ""),
+      cell("mg-rg", s.requires_grad[i] ? "yes" : "no"),
+      cell("mg-uses", ""),
+    );
+  }
+
+  /** Bring one slot row up to the shown frame: its grad, use count and marks. */
+  paintSlotRow(i, el) {
+    const st = this.state;
+    const m = this.marks;
+    const grad = st.grads[i];
+    const has = grad !== null && grad !== undefined;
+    setText(el.children[4], has ? showValues(grad, undefined, 4) : "—");
+    setText(el.children[6], String(st.uses[i]));
+    const c = el.classList;
+    c.toggle("mg-has-grad", has);
+    c.toggle("mg-freed", st.freed[i] === 1);
+    c.toggle("mg-using", m.using.has(i));
+    c.toggle("mg-writing", i === m.writing);
+    c.toggle("mg-grad-new", m.written.has(i));
+  }
+
+  instrText(ins) {
+    const attrs = Object.entries(ins.attrs || {}).map(([k, v]) => `${k}=${v}`);
+    return `s${ins.output} = ${ins.op}(${[...ins.inputs.map((i) => `s${i}`), ...attrs].join(", ")})`;
+  }
+
+  listen() {
+    const m = this.model;
+    m.on("change:frame", () => {
+      this.settle();
+      const k = m.get("frame");
+      if (typeof k === "number" && k > this.last) this.wanted = k;
+      this.show(k);
+      this.continuePlaying();
+    });
+    m.on("change:live", () => this.update());
+    m.on("change:options", () => this.update());
+    m.on("change:trace", () => this.replaceDoc());
+    m.on("msg:custom", (content) => this.message(content));
+    if (m.get("live")) m.send({ kind: "hello", frames: this.doc.frames.length });
+  }
+
+  replaceDoc() {
+    const incoming = this.copyDoc(this.model.get("trace"));
+    if (incoming.frames.length === this.doc.frames.length && incoming.instrs.length === this.doc.instrs.length) return;
+    this.doc = incoming;
+    this.state = new TapeState(this.doc);
+    this.buildTable();
+    this.show(this.model.get("frame"), { force: true });
+  }
+
+  message(content) {
+    if (content && content.kind === "error") {
+      this.settle();
+      this.pause();
+      setText(this.status, String(content.text || "the kernel raised an error"));
+      return;
+    }
+    if (!content || content.kind !== "append" || !Array.isArray(content.frames)) return;
+    this.doc.frames.push(...content.frames);
+    this.settle();
+    const k = this.wanted !== null ? this.wanted : this.shown;
+    this.wanted = null;
+    this.show(k, { force: true });
+    this.continuePlaying();
+  }
+
+  // -- moving --------------------------------------------------------------------------------
+  get last() {
+    return this.doc.frames.length;
+  }
+
+  get isLive() {
+    return !!this.model.get("live");
+  }
+
+  go(k) {
+    this.show(k, { echo: true });
+  }
+
+  act(action) {
+    switch (action) {
+      case "first":
+        this.pause();
+        this.go(0);
+        break;
+      case "back":
+        this.pause();
+        this.go(this.shown - 1);
+        break;
+      case "step":
+        this.pause();
+        this.stepOnce();
+        break;
+      case "last":
+        this.pause();
+        this.go(this.last);
+        if (this.isLive) this.ask("finish");
+        break;
+      case "play":
+        if (this.playing) this.pause();
+        else this.play();
+        break;
+      default:
+        break;
+    }
+  }
+
+  stepOnce() {
+    if (this.shown < this.last) this.go(this.shown + 1);
+    else if (this.isLive) this.ask("advance");
+  }
+
+  ask(kind) {
+    if (this.awaiting) return;
+    this.awaiting = kind;
+    setText(this.status, kind === "finish" ? "running the rest of backward in the kernel…" : "running one instruction in the kernel…");
+    const seq = this.model.get("frame_seq") || 0;
+    this.model.send(kind === "finish" ? { kind, seq } : { kind, steps: 1, seq });
+    clearTimeout(this.awaitTimer);
+    this.awaitTimer = setTimeout(() => {
+      this.awaiting = null;
+      setText(this.status, "the kernel did not answer (is it busy, or was it restarted?)");
+      this.pause();
+      this.update();
+    }, KERNEL_TIMEOUT_MS);
+    this.update();
+  }
+
+  settle() {
+    if (!this.awaiting) return;
+    this.awaiting = null;
+    clearTimeout(this.awaitTimer);
+    setText(this.status, "");
+    this.update();
+  }
+
+  play() {
+    if (this.shown >= this.last && !this.isLive) this.go(0);
+    this.playing = true;
+    this.buttons.play.textContent = "❚❚ pause";
+    this.root.classList.add("mg-playing");
+    this.tick();
+  }
+
+  pause() {
+    this.playing = false;
+    clearTimeout(this.timer);
+    this.timer = null;
+    this.buttons.play.textContent = "▶ play";
+    this.root.classList.remove("mg-playing");
+  }
+
+  tick() {
+    clearTimeout(this.timer);
+    this.timer = setTimeout(() => {
+      if (!this.playing || this.disposed) return;
+      if (this.shown < this.last) {
+        this.go(this.shown + 1);
+        this.tick();
+      } else if (this.isLive) {
+        if (!this.awaiting) this.ask("advance");
+      } else this.pause();
+    }, +this.speed.value || 700);
+  }
+
+  continuePlaying() {
+    if (this.playing && !this.awaiting) this.tick();
+  }
+
+  key(e) {
+    const tag = e.target && e.target.tagName;
+    if (tag === "SELECT" || tag === "TEXTAREA" || (tag === "INPUT" && e.key !== " ")) return;
+    const action = { ArrowRight: "step", ArrowLeft: "back", " ": "play", Spacebar: "play", Home: "first", End: "last" }[e.key];
+    if (!action) return;
+    e.preventDefault();
+    e.stopPropagation();
+    this.act(action);
+  }
+
+  // -- showing a frame -----------------------------------------------------------------------
+  show(k, { echo = false, force = false } = {}) {
+    const t = now();
+    const frame = Math.max(0, Math.min(typeof k === "number" ? k : 0, this.last));
+    if (frame === this.shown && !force) return;
+    this.shown = frame;
+    this.state.seek(frame);
+    this.paint();
+    this.update();
+    this.el.dataset.lastStepMs = (now() - t).toFixed(2);
+    this.el.dataset.frame = String(frame);
+    if (echo && this.model.get("frame") !== frame) {
+      this.model.set("frame_seq", (this.model.get("frame_seq") || 0) + 1);
+      this.model.set("frame", frame);
+      this.model.save_changes();
+    }
+  }
+
+  /** What the shown frame marks (its instruction, the slots it reads and writes), then the
+   * rows in view repainted; the current instruction and its first written slot are revealed. */
+  paint() {
+    const delta = this.state.delta(this.shown);
+    const ins = delta && delta.position !== null ? this.doc.instrs[delta.position] : null;
+    this.marks = {
+      position: ins ? delta.position : null,
+      using: new Set(ins ? ins.inputs : []),
+      writing: ins ? ins.output : null,
+      written: new Set(delta ? delta.grads.map(([slot]) => slot) : []),
+    };
+    if (ins) this.instrRows.reveal(delta.position);
+    else this.instrRows.render();
+    const first = delta && delta.grads.length ? delta.grads[0][0] : ins ? ins.output : null;
+    if (first !== null) this.slotRows.reveal(first, HEAD_HEIGHT);
+    else this.slotRows.render();
+    this.slotRows.repaint();
+    this.instrRows.repaint();
+  }
+
+  /** The sentence, counter, slider and buttons. */
+  update() {
+    const n = this.last;
+    const frame = this.shown;
+    const live = this.isLive;
+    const title = (this.model.get("options") || {}).title || this.doc.title || "";
+    setText(this.title, title);
+    this.title.hidden = !title;
+    this.live.hidden = !live;
+    setText(this.counter, `step ${frame} of ${n}${live ? "+" : ""}`);
+    this.slider.max = String(n);
+    if (this.slider.value !== String(frame)) this.slider.value = String(frame);
+    const lines = this.describe(frame);
+    const key = `${frame}/${n}/${live}`;
+    if (this.sentenceKey !== key) {
+      this.sentenceKey = key;
+      this.sentence.replaceChildren(...lines.map((text, i) => h("li", { class: i === 0 ? "mg-ev mg-ev-apply" : "mg-ev", text })));
+    }
+    const busy = !!this.awaiting;
+    const atEnd = frame >= n && !live;
+    this.buttons.first.disabled = frame <= 0;
+    this.buttons.back.disabled = frame <= 0;
+    this.buttons.step.disabled = busy || atEnd;
+    this.buttons.last.disabled = busy || atEnd;
+  }
+
+  /** One sentence per step, made of the frame's delta (names are text, never markup). */
+  describe(frame) {
+    const doc = this.doc;
+    const s = doc.slots;
+    if (frame === 0) {
+      const consts = s.kinds.filter((k) => k === "const").length;
+      return [
+        `Forward is recorded: ${s.kinds.length} slots, ${doc.instrs.length} instructions; ${consts} const slots need no grad (ops on them only were not recorded).`,
+        `Backward starts from ${this.label(doc.output)} and runs the instructions in reverse.`,
+      ];
+    }
+    const delta = doc.frames[frame - 1];
+    if (delta.position === null) {
+      return [`Seed: grad of ${this.label(doc.output)} = 1. Backward starts here.`];
+    }
+    const ins = doc.instrs[delta.position];
+    const lines = [`Instruction #${delta.position}: ${this.instrText(ins)}`];
+    const rule = doc.rules && doc.rules[ins.op];
+    if (rule) lines.push(`backward rule of ${ins.op}: ${rule}  (a, b: inputs, y: output)`);
+    if (delta.grads.length) lines.push(`grads written: ${delta.grads.map(([slot, g]) => `${this.label(slot)} = ${showValues(g, undefined, 4)}`).join("; ")}`);
+    else if (this.state.grads[ins.output] === null || this.state.grads[ins.output] === undefined)
+      lines.push(`no grad written: ${this.label(ins.output)} has no grad (it does not lead to ${this.label(doc.output)})`);
+    else lines.push("no grad written (no input requires grad)");
+    if (delta.uses.length) lines.push(`uses left: ${delta.uses.map(([slot, c]) => `${this.label(slot)} → ${c}`).join(", ")}`);
+    if (delta.freed.length) lines.push(`freed (no use left): ${delta.freed.map((slot) => this.label(slot)).join(", ")}`);
+    if (frame === this.last && doc.done) lines.push("Backward is over: every instruction has run.");
+    return lines;
+  }
+
+  dispose() {
+    this.disposed = true;
+    this.pause();
+    clearTimeout(this.awaitTimer);
+    this.slotRows.dispose();
+    this.instrRows.dispose();
+  }
+}
+
+export function renderTapeView({ model, el }) {
+  const view = new TapeView({ model, el });
+  return () => view.dispose();
+}
+
+export default { render: renderTapeView };
