@@ -27,15 +27,25 @@ $(VENV)/.bench-installed: pyproject.toml | $(VENV)/bin/python
 JS_SOURCES := $(wildcard widgets/src/*) widgets/build.mjs widgets/package.json widgets/package-lock.json
 BUNDLE     := minigrad/widgets/static/stepper.js
 
-$(BUNDLE): $(JS_SOURCES)
-	cd widgets && npm ci --include=dev --no-audit --no-fund && npm run build
+# npm with Node.js: the system's (18+), else taken from PyPI into the venv (widgets/find_node.py).
+NPM = $(CURDIR)/$(PY) $(CURDIR)/widgets/find_node.py --install npm
+
+$(BUNDLE): $(JS_SOURCES) | $(VENV)/bin/python
+	cd widgets && $(NPM) ci --include=dev --no-audit --no-fund && $(NPM) run build
 
 test: $(VENV)/.test-installed $(BUNDLE)
-	cd widgets && npm test
+	cd widgets && $(NPM) test
 	MINIGRAD_DEBUG=1 $(PY) -m pytest
 
+# LAB_ARGS: more options for `jupyter lab` (e.g. LAB_ARGS="--no-browser --port=9999").
+# Jupyter refuses to start as root without --allow-root; in a container one often is root.
 lab: $(VENV)/.lab-installed $(BUNDLE)
-	$(VENV)/bin/jupyter lab lessons/
+	@if [ "$$(id -u)" = 0 ]; then \
+	    echo "make lab: you are root (as in many containers), and Jupyter refuses to run as root" \
+	         "without --allow-root, so it is added. As a normal user it is not needed."; \
+	    root_flag=--allow-root; \
+	fi; \
+	set -x; exec $(VENV)/bin/jupyter lab $$root_flag $(LAB_ARGS) lessons/
 
 bench: $(VENV)/.bench-installed
 	$(PY) benchmarks/chain.py

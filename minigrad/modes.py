@@ -17,6 +17,7 @@ class _ThreadModes(threading.local):
     anomaly = False
     allocator = None    # the Arena or Pool of the innermost scope; None means plain numpy arrays
     recorder = None     # the trace Recorder of minigrad.record(), if one is active
+    scope = ()          # the names of the enclosing name_scope()s and Module calls, outermost first
 
 
 modes = _ThreadModes()
@@ -46,3 +47,18 @@ def no_grad() -> Iterator[None]:
 
 def is_grad_enabled() -> bool:
     return modes.grad_enabled
+
+
+@contextmanager
+def name_scope(name: str) -> Iterator[None]:
+    """Every Variable made inside records `name` in its scope (nested scopes add up, outermost
+    first); traces carry it, so views can group a model's graph by its parts."""
+    if not isinstance(name, str) or not name:
+        raise TypeError(f"name_scope({name!r}): a scope's name must be a non-empty string, "
+                        f"e.g. name_scope('encoder').")
+    previous = modes.scope
+    modes.scope = previous + (name,)
+    try:
+        yield
+    finally:
+        modes.scope = previous

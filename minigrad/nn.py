@@ -10,11 +10,14 @@ registered: parameters() finds them by walking the attributes in the order they 
 """
 from __future__ import annotations
 
+import contextlib
 import math
+import threading
 
 import numpy as np
 
 from . import ops
+from .modes import name_scope
 from .variable import Variable, create_leaf
 
 __all__ = ["Module", "Linear", "Sequential", "MLP", "ReLU", "Tanh", "Sigmoid"]
@@ -30,7 +33,18 @@ class Module:
                                   f"must define forward(self, x) returning its output.")
 
     def __call__(self, *args, **kwargs):
-        return self.forward(*args, **kwargs)
+        # The call runs in a name_scope named after this module (see scope_name), so every
+        # node it makes records where in the model it was made.
+        running = _running.modules
+        name = scope_name(self, running[-1] if running else None)
+        running.append(self)
+        try:
+            if name is None:
+                return self.forward(*args, **kwargs)
+            with name_scope(name):
+                return self.forward(*args, **kwargs)
+        finally:
+            running.pop()
 
     def modules(self) -> list:
         """This module and every module below it, depth first, in attribute order."""
@@ -71,6 +85,37 @@ class Module:
         return f"{type(self).__name__}()"
 
 
+class _Running(threading.local):
+    modules: list
+
+    def __init__(self):
+        self.modules = []   # the Module calls under way in this thread, outermost first
+
+
+_running = _Running()
+
+
+def scope_name(module: Module, caller: Module | None) -> str | None:
+    """The scope a module's call opens: its `name` if it has one (Linear's "layer0"), else where
+    the calling module keeps it ("attn", "blocks.1"; a Sequential's "2"), else its class name
+    in lower case. A top-level call of a module without a name opens none."""
+    name = getattr(module, "name", None)
+    if isinstance(name, str) and name:
+        return name
+    if caller is None:
+        return None
+    if isinstance(caller, Sequential) and any(m is module for m in caller.layers):
+        return str(next(i for i, m in enumerate(caller.layers) if m is module))
+    for attribute, value in vars(caller).items():
+        if value is module:
+            return attribute
+        if isinstance(value, (list, tuple)):
+            for i, item in enumerate(value):
+                if item is module:
+                    return f"{attribute}.{i}"
+    return type(module).__name__.lower()
+
+
 def _walk(obj, seen: set):
     """Yield obj's Modules and Variables depth first; obj's attributes, lists and tuples."""
     stack = [obj]
@@ -105,7 +150,7 @@ class Linear(Module):
     """
 
     def __init__(self, in_features: int, out_features: int, bias: bool = True, *, seed=None,
-                 dtype=np.float32, arena=None, name: str = "linear"):
+                 dtype=np.float32, arena=None, name: str | None = None):
         for label, value in (("in_features", in_features), ("out_features", out_features)):
             if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
                 raise ValueError(f"Linear({in_features!r}, {out_features!r}): {label} must be a "
@@ -114,12 +159,16 @@ class Linear(Module):
             raise TypeError(f"Linear(dtype={np.dtype(dtype)}): parameters need a float dtype to "
                             f"have gradients. Fix: dtype=np.float32 or np.float64.")
         self.in_features, self.out_features = int(in_features), int(out_features)
+        self.name = name   # None: its scope is where the calling module keeps it
         rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
         bound = math.sqrt(6.0 / self.in_features)
         weight = rng.uniform(-bound, bound, size=(self.in_features, self.out_features))
-        self.weight = _parameter(weight.astype(dtype), f"{name}.weight", arena)
-        self.bias = (_parameter(np.zeros(self.out_features, dtype), f"{name}.bias", arena)
-                     if bias else None)
+        label = name or "linear"
+        # A named layer's parameters are made in its scope, so a view can draw them inside it.
+        with name_scope(name) if name else contextlib.nullcontext():
+            self.weight = _parameter(weight.astype(dtype), f"{label}.weight", arena)
+            self.bias = (_parameter(np.zeros(self.out_features, dtype), f"{label}.bias", arena)
+                         if bias else None)
 
     def forward(self, x):
         return ops.linear(x, self.weight, self.bias)

@@ -28,7 +28,7 @@ class Variable:
     """An array plus what autograd needs to know about it."""
 
     __slots__ = ("_data", "_grad", "requires_grad", "grad_fn", "name", "_accumulate", "_block",
-                 "_grad_buffer", "__weakref__")
+                 "_grad_buffer", "scope", "__weakref__")
     __array_ufunc__ = None   # numpy_array + variable defers to Variable.__radd__ instead of looping
 
     def __init__(self, data: np.ndarray, requires_grad: bool = False, grad_fn=None, name=None,
@@ -41,6 +41,7 @@ class Variable:
         self._accumulate = None
         self._block = block          # the arena/pool block holding data; None on the heap
         self._grad_buffer = None     # a leaf's gradient array, kept across zero_grad()
+        self.scope = modes.scope     # the name_scope()s and Module calls it was made in
 
     def _check_alive(self) -> None:
         block = self._block

@@ -20,3 +20,9 @@ def pytest_terminal_summary(terminalreporter):
         terminalreporter.section("lesson run times")
         for name, seconds in sorted(times.items()):
             terminalreporter.write_line(f"{seconds:7.1f}s  {name}")
+
+
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "build: builds minigrad in a subprocess (a minute or so); "
+                   "-m 'not build' leaves these out")

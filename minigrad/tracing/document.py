@@ -7,7 +7,7 @@ from .memory import MemoryEvents
 from .tables import GraphTables
 
 SCHEMA = "minigrad-trace"
-VERSION = 1
+VERSION = 2
 
 
 def build_document(title, tables: GraphTables, memory: MemoryEvents, log: EventLog,

@@ -38,6 +38,7 @@ class ForwardEvents:
             "output": out_id, "inputs": inputs, "saved": saved, "ctx": ctx_summary(node),
             "grad_text": list(node.grad_text), "pending_count": 0,
             "block": self.memory.block_id(node._block),
+            "scope": list(output.scope),
         }
         for slot, v in enumerate(inputs):
             tables.edges.append({"kind": "parent", "source": v, "target": op_id, "slot": slot})

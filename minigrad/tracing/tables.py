@@ -51,6 +51,7 @@ class GraphTables:
                 "role": role, "shape": json_shape(v._data.shape), "dtype": str(v._data.dtype),
                 "size": int(v._data.size), "value": values(v._data), "op": op_id,
                 "block": self.memory.block_id(v._block),
+                "scope": list(v.scope),
             }
             if v.grad_fn is None:
                 what = "a parameter (requires grad)" if v.requires_grad else "data"
