@@ -265,7 +265,10 @@ export class GraphCanvas {
 }
 
 /** Graph attributes for Graphviz by graph size (the DOT's own attributes win over these). */
-export function layoutAttributes(nodeCount) {
+export function layoutAttributes(nodeCount, { folded = false } = {}) {
+  // A collapsed graph: a few boxes, but a parameter shared along a chain has an edge into each
+  // (defaults: seconds for 50 boxes; these bounds and straight edges: tens of milliseconds).
+  if (folded && nodeCount > 20) return { nslimit: "1", nslimit1: "1", mclimit: "0.1", remincross: "false", splines: "line" };
   if (nodeCount <= 80) return {};
   // Network simplex (ranks, then x positions) and crossing minimisation explode on big graphs
   // with long edges (a parameter feeding ops all along a chain): a 466-node chain takes minutes

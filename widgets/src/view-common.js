@@ -92,7 +92,7 @@ export class GraphPane {
   }
 
   /** nodeCount: how many nodes the DOT draws (boxes count as one). */
-  async show({ dot, message, index, force = false, nodeCount = null }) {
+  async show({ dot, message, index, force = false, nodeCount = null, folded = false }) {
     dot = typeof dot === "string" ? dot : "";
     message = typeof message === "string" ? message : "";
     if (!force && dot === this.dot && message === this.message) return;
@@ -139,7 +139,7 @@ export class GraphPane {
     if (!keep) canvas.showMessage(`Laying out ${count(nodeCount)} nodes…`, "loading");
     let result;
     try {
-      result = await engine.layout(dot, { graphAttributes: layoutAttributes(nodeCount), nodeCount });
+      result = await engine.layout(dot, { graphAttributes: layoutAttributes(nodeCount, { folded }), nodeCount });
     } catch (error) {
       if (token !== this.token || this.disposed) return;
       const text =

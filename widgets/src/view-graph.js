@@ -66,8 +66,10 @@ export function renderGraphView({ model, el, host }) {
   el.replaceChildren(root);
   applyOptions();
 
-  const redraw = (force = false) =>
-    pane.show({ dot: model.get("dot"), message: model.get("message"), index, force, nodeCount: indexFolding(model.get("folding")).visible || null });
+  const redraw = (force = false) => {
+    const fold = indexFolding(model.get("folding"));
+    return pane.show({ dot: model.get("dot"), message: model.get("message"), index, force, nodeCount: fold.visible || null, folded: fold.boxes.size > 0 });
+  };
   model.on("change:dot", () => redraw());
   model.on("change:message", () => redraw());
   model.on("change:options", applyOptions);

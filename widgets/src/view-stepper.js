@@ -164,7 +164,7 @@ class Stepper {
 
   redraw() {
     this.fold = indexFolding(this.model.get("folding"));
-    this.pane.show({ dot: this.model.get("dot"), message: this.model.get("message"), index: this.index, nodeCount: this.fold.visible || null });
+    this.pane.show({ dot: this.model.get("dot"), message: this.model.get("message"), index: this.index, nodeCount: this.fold.visible || null, folded: this.fold.boxes.size > 0 });
   }
 
   applyOptions() {
