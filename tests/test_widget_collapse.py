@@ -98,12 +98,19 @@ def test_graphs_without_scopes_get_runs_of_nodes():
     paths = scope_paths(trace, budget=150)
     runs = {p[0] for p in paths.values() if p}
     assert len(runs) == 13 and "nodes 1-100" in runs and "nodes 1201-1202" in runs
+    assert {p for p in paths.values() if p and p[0] == "nodes 101-200"} == \
+        {("nodes 101-200", f"nodes {k}-{k + 9}") for k in range(101, 201, 10)}   # nested by tens
     leaves = {n["name"]: n["id"] for n in trace["nodes"] if n["type"] == "variable" and n["op"] is None}
     assert paths[leaves["w"]] == ()                    # used by every run: drawn outside
-    assert paths[leaves["x"]] == ("nodes 1-100",)      # used by the first run only: inside
+    assert paths[leaves["x"]] == ("nodes 1-100", "nodes 1-10")   # used by the first run only
     fold = folding(trace, budget=150)
-    assert fold["visible"] == 14   # w and 13 runs
-    assert [b["kind"] for b in fold["boxes"].values()].count("A") == 11   # the 11 middle runs
+    # the deepest level that fits: the runs of 10 (120 boxes), the last run's 2 nodes, and w
+    assert fold["visible"] == 123 and len(fold["opened"]) == 13
+    # runs of 10 hold 5 ops: 3 tanh and 2 mul, or 2 and 3, alternately: two kinds
+    kinds = [b["kind"] for b in fold["boxes"].values()]
+    assert kinds.count("A") == 60 and kinds.count("B") == 59 and kinds[0] is None
+    fold = folding(trace, budget=20)   # runs of 1,000 (at most 10), then of 100 fit
+    assert fold["opened"] == {"nodes 1-1000", "nodes 1001-1202"} and fold["visible"] == 14
     assert scope_paths(mg.trace_of(chain(10)), budget=150) == \
         {n["id"]: () for n in mg.trace_of(chain(10))["nodes"]}   # small: no runs
 

@@ -4,7 +4,7 @@ A node's scope (the name_scope()s and Module calls it was made in, docs/trace.md
 of nested scopes, e.g. ("blocks.1", "blocks.1.attn"). A view keeps a set of *open* scopes; each
 node is drawn as itself when every scope on its path is open, else as the box of the outermost
 closed one. A graph with no scopes at all that is bigger than the budget gets automatic scopes:
-runs of consecutive nodes ("nodes 1-100"), nested by tens while a run is still over budget.
+runs of consecutive nodes ("nodes 1-100", inside it "nodes 1-10", ...), nested by tens.
 """
 from __future__ import annotations
 
@@ -30,19 +30,19 @@ def scope_paths(trace: dict, budget: int) -> dict[str, tuple[str, ...]]:
 
 def automatic_runs(trace: dict, budget: int) -> dict[str, tuple[str, ...]]:
     """Scopes for a graph that has none: runs of consecutive non-leaf nodes, in creation order.
-    The run length is a power of ten leaving at most budget/2 runs; a run still longer than the
-    budget is split again by ten."""
+    The run length is a power of ten leaving at most budget/2 runs; runs longer than ten hold
+    runs ten times shorter (opening one draws about ten boxes, not a hundred nodes)."""
     inner = [n["id"] for n in trace["nodes"] if n["type"] == "op" or n.get("op") is not None]
     size = 10
     while len(inner) / size > max(2, budget // 2):
         size *= 10
     sizes = [size]
-    while sizes[-1] > budget and sizes[-1] >= 100:
+    while sizes[-1] > 10:   # nested by tens, so that opening one run draws few nodes
         sizes.append(sizes[-1] // 10)
     paths = {n["id"]: () for n in trace["nodes"]}
     for i, node_id in enumerate(inner):
-        paths[node_id] = tuple(
-            f"nodes {i // s * s + 1}-{min(len(inner), i // s * s + s)}" for s in sizes)
+        names = [f"nodes {i // s * s + 1}-{min(len(inner), i // s * s + s)}" for s in sizes]
+        paths[node_id] = tuple(dict.fromkeys(names))   # (a last short run is not nested)
     # A leaf used inside one run only (a constant, say) joins it; one used across runs (a
     # parameter shared along a chain) stays outside, with an edge into each run.
     used_in: dict[str, set] = {}
