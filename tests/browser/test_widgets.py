@@ -602,9 +602,12 @@ def test_performance(lab, page, browser_log, report_figure):
     snap = snapshot(root)
     assert f"s:{scope}" not in snap["ids"] and sum(i.startswith("s:") for i in snap["ids"]) >= 40
     assert root.locator(f'g.cluster[id="c:{scope}"]').count() == 1
-    assert snap["current"] and not any(i.startswith("s:") for i in snap["current"])
+    # (runs of 100 hold runs of 10: backward is now in one of those)
+    assert snap["current"] and snap["current"][0].startswith("s:") and \
+        snap["current"][0] != f"s:{scope}" and len(snap["ids"]) <= 80, snap["current"]
     report_figure(f"{n5k} nodes: opening one box ({scope}) took {snap['dataset']['toggleMs']} ms "
-                  f"from the click to the new picture (target 300), layout "
+                  f"from the click to the new picture (target 300): the kernel's new DOT after "
+                  f"{snap['dataset'].get('toggleAnswerMs')} ms, layout "
                   f"{snap['dataset']['layoutMs']} ms, now {snap['dataset']['drawnNodes']} drawn")
     assert float(snap["dataset"]["toggleMs"]) <= 5000
     expanded = kernel_json(nb, "print(_json.dumps(s5k.expanded))")

@@ -98,6 +98,8 @@ export class GraphPane {
     if (!force && dot === this.dot && message === this.message) return;
     this.dot = dot;
     this.message = message;
+    // (after a click on a box: how long the kernel took to send the new DOT)
+    if (this.el.dataset.toggledAt) this.el.dataset.toggleAnswerMs = (now() - +this.el.dataset.toggledAt).toFixed(1);
     const token = ++this.token;
     const canvas = this.canvas;
     if (message) {
