@@ -4,6 +4,7 @@ import re
 
 import numpy as np
 import pytest
+from hypothesis import given, settings, strategies as st
 
 import minigrad as mg
 from minigrad.widgets import BackwardStepper, GraphView
@@ -36,7 +37,7 @@ def chain(n_ops):
 
 def dot_name(dot, element_id):
     """The DOT name of the node drawn with id element_id."""
-    return re.search(rf'^\t(\S+) \[.*\bid="?{re.escape(element_id)}"?[ \]]', dot, re.M).group(1)
+    return re.search(rf'^\s+(\S+) \[.*\bid="?{re.escape(element_id)}"?[ \]]', dot, re.M).group(1)
 
 
 def test_small_graphs_open_fully():
@@ -149,3 +150,36 @@ def test_stepping_is_unchanged_by_collapse():
     assert events[:len(before)] == before and events[-1]["type"] == "consume"
     applied = {e["node"] for e in events if e["type"] == "apply"}
     assert applied == {n["id"] for n in stepper.current_trace["nodes"] if n["type"] == "op"}
+
+
+@settings(max_examples=25, deadline=None)
+@given(n_blocks=st.integers(1, 6), chain_ops=st.integers(0, 400), budget=st.integers(8, 200),
+       opened=st.sets(st.integers(0, 7), max_size=4))
+def test_every_node_is_drawn_once_and_every_edge_between_boxes_is_there(n_blocks, chain_ops,
+                                                                         budget, opened):
+    loss = blocks_loss(n_blocks)
+    for _ in range(chain_ops):   # then a long unscoped tail
+        loss = loss.tanh()
+    trace = mg.trace_of(loss.sum())
+    default = folding(trace, budget)
+    scopes = sorted({s for p in default["paths"].values() for s in p})
+    fold = folding(trace, budget, opened=default["opened"] | {scopes[i] for i in opened
+                                                              if i < len(scopes)})
+    dot = to_dot(trace, fold=fold)
+    in_boxes = [m for box in fold["boxes"].values() for m in box["members"]]
+    drawn = [n["id"] for n in trace["nodes"] if re.search(rf'^\s+{n["id"]} \[.*\bid={n["id"]}[ \]]', dot, re.M)]
+    assert len(in_boxes) == len(set(in_boxes))
+    assert sorted(in_boxes + drawn) == sorted(n["id"] for n in trace["nodes"])
+    assert fold["visible"] == len(drawn) + len(fold["boxes"])
+    if len(trace["nodes"]) <= budget:
+        assert fold["boxes"] == {}
+    where = {m: box_id for box_id, box in fold["boxes"].items() for m in box["members"]}
+    for edge in trace["edges"]:
+        if edge["kind"] != "parent":
+            continue
+        source, target = where.get(edge["source"]), where.get(edge["target"])
+        if source and source == target:
+            continue   # inside one box
+        names = [dot_name(dot, i) if i else n for i, n in ((source, edge["source"]),
+                                                           (target, edge["target"]))]
+        assert re.search(rf'^\t{names[0]} -> {names[1]} \[', dot, re.M), (edge, names)

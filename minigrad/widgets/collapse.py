@@ -174,10 +174,11 @@ def boxes(trace: dict, paths: dict, opened: set) -> dict:
     return found
 
 
-def folding(trace: dict, budget: int, expand=(), opened: set | None = None) -> dict:
-    """What a view draws: the scope paths, the open scopes (default for the budget, plus
-    expand), and the closed boxes."""
-    paths = scope_paths(trace, budget)
+def folding(trace: dict, budget: int, expand=(), opened: set | None = None,
+            paths: dict | None = None) -> dict:
+    """What a view draws: the scope paths (given, or read from the trace), the open scopes
+    (default for the budget, plus expand), and the closed boxes."""
+    paths = scope_paths(trace, budget) if paths is None else paths
     if opened is None:
         opened = default_open(paths, budget)
         for scope in expand:

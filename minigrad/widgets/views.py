@@ -47,7 +47,7 @@ class Folding(TraceWidget):
             return
         opened = without_orphans(self._fold_paths, set(change["new"]))
         self._fold_opened = set(change["new"])
-        fold = folding(self._fold_trace, self._fold_budget, opened=opened)
+        fold = folding(self._fold_trace, self._fold_budget, opened=opened, paths=self._fold_paths)
         with self.hold_sync():
             self.dot = to_dot(self._fold_trace, show_saved=self._fold_saved, fold=fold)
             self.folding = _folding_trait(fold)
