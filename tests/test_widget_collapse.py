@@ -101,7 +101,8 @@ def test_graphs_without_scopes_get_runs_of_nodes():
     assert len(runs) == 13 and "nodes 1-100" in runs and "nodes 1201-1202" in runs
     assert {p for p in paths.values() if p and p[0] == "nodes 101-200"} == \
         {("nodes 101-200", f"nodes {k}-{k + 9}") for k in range(101, 201, 10)}   # nested by tens
-    leaves = {n["name"]: n["id"] for n in trace["nodes"] if n["type"] == "variable" and n["op"] is None}
+    leaves = {n["name"]: n["id"] for n in trace["nodes"]
+              if n["type"] == "variable" and n["op"] is None}
     assert paths[leaves["w"]] == ()                    # used by every run: drawn outside
     assert paths[leaves["x"]] == ("nodes 1-100", "nodes 1-10")   # used by the first run only
     fold = folding(trace, budget=150)
@@ -132,7 +133,8 @@ def test_stepper_expand_and_collapse_from_python():
 def test_graphview_expand_argument_and_a_click_from_the_page():
     view = GraphView(blocks_loss(), max_nodes=12, expand=["blocks.1"])
     assert view.expanded == ["blocks.1"] and "s:blocks.1.act" in view.folding["boxes"]
-    view.expanded = ["blocks.1", "blocks.1.act", "head.x"]   # as the page sets it (unknown: ignored)
+    view.expanded = ["blocks.1", "blocks.1.act", "head.x"]   # as the page sets it (unknown:
+    # ignored)
     assert "s:blocks.1.act" not in view.folding["boxes"] and 'id="c:blocks.1.act"' in view.dot
     view.expanded = ["blocks.1.act"]   # the frame of blocks.1 clicked: its inner scope closes too
     assert "s:blocks.1" in view.folding["boxes"] and "c:blocks.1.act" not in view.dot
@@ -167,7 +169,8 @@ def test_every_node_is_drawn_once_and_every_edge_between_boxes_is_there(n_blocks
                                                               if i < len(scopes)})
     dot = to_dot(trace, fold=fold)
     in_boxes = [m for box in fold["boxes"].values() for m in box["members"]]
-    drawn = [n["id"] for n in trace["nodes"] if re.search(rf'^\s+{n["id"]} \[.*\bid={n["id"]}[ \]]', dot, re.M)]
+    drawn = [n["id"] for n in trace["nodes"]
+             if re.search(rf'^\s+{n["id"]} \[.*\bid={n["id"]}[ \]]', dot, re.M)]
     assert len(in_boxes) == len(set(in_boxes))
     assert sorted(in_boxes + drawn) == sorted(n["id"] for n in trace["nodes"])
     assert fold["visible"] == len(drawn) + len(fold["boxes"])

@@ -15,7 +15,8 @@ STYLE = {
     "intermediate": {"shape": "box", "style": "filled,rounded", "fillcolor": "#dbeafe"},
     "output": {"shape": "box", "style": "filled,rounded,bold", "fillcolor": "#fecaca"},
     "op": {"shape": "ellipse", "style": "filled", "fillcolor": "#ede9fe"},
-    "scope": {"shape": "box", "style": "filled,rounded", "fillcolor": "#f3f4f6", "peripheries": "2"},
+    "scope": {"shape": "box", "style": "filled,rounded", "fillcolor": "#f3f4f6",
+              "peripheries": "2"},
 }
 EDGE_STYLE = {
     "parent": {"color": "#374151"},
@@ -66,7 +67,8 @@ def to_dot(trace: dict, *, show_saved: bool = True, fold: dict | None = None) ->
         around = path[path.index(scope) - 1] if path.index(scope) else None
         kind = f"kind {box['kind']} (x{box['alike']})" if box["kind"] else ""
         (frames[around] if around else dot).node(
-            names[box_id], label=_label(scope, f"{len(box['members'])} nodes, {box['ops']} ops", kind),
+            names[box_id],
+            label=_label(scope, f"{len(box['members'])} nodes, {box['ops']} ops", kind),
             id=box_id, **{"class": "scope"}, **STYLE["scope"])
     _attach_frames(dot, frames, paths)
     drawn = set()

@@ -582,7 +582,8 @@ def test_performance(lab, page, browser_log, report_figure):
     drawn = int(data["drawnNodes"])
     assert snap["graph"] == "ready" and drawn <= 150 and len(snap["ids"]) == drawn
     report_figure(f"{n5k} nodes drawn as {drawn}: first paint {data.get('firstPaintMs')} ms "
-                  f"(target 1000), layout {data.get('layoutMs')} ms, mount {data.get('mountMs')} ms;"
+                  f"(target 1000), layout {data.get('layoutMs')} ms, mount "
+                  f"{data.get('mountMs')} ms;"
                   f" cell + render {rendered:.2f} s")
     assert float(data["firstPaintMs"]) <= 10_000
     times5k, wire_bytes = [], []
