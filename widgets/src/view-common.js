@@ -87,6 +87,9 @@ export class GraphPane {
   toggle(id) {
     const expanded = toggled(this.model.get("expanded"), id);
     this.el.dataset.toggledAt = String(now());
+    // Seen at once while the kernel answers and Graphviz lays the new picture out.
+    const clicked = this.canvas.nodes.get(id) || { g: this.canvas.frames.get(id) };
+    if (clicked.g) clicked.g.classList.add("mg-opening");
     this.model.set("expanded", expanded);
     this.model.save_changes();
   }
