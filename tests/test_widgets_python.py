@@ -125,13 +125,19 @@ def test_memory_view_of_an_arena_shows_its_ledger():
         MemoryView([1, 2])
 
 
-def test_big_graph_gets_a_message_not_a_drawing():
+def test_big_graph_is_drawn_collapsed_not_refused():
     x = mg.create_leaf(np.ones(2), requires_grad=True)
     h = x
     for _ in range(300):
         h = (h * 1.01).tanh()
     view = GraphView(h.sum())
-    assert view.dot == "" and "max_nodes" in view.message
+    assert view.message == "" and view.dot.startswith("digraph")
+    assert view.folding["visible"] <= 150 and view.folding["boxes"]
+    # the constant 1.01 of each step is drawn inside its run's box, not beside it
+    consts = [n["id"] for n in view.trace["nodes"] if n["role"] == "data"] if False else \
+        [n["id"] for n in view.trace["nodes"] if n.get("role") == "data"]
+    members = {m for box in view.folding["boxes"].values() for m in box["members"]}
+    assert len(consts) == 300 and set(consts) <= members
 
 
 def test_save_html_is_one_offline_file_that_carries_the_trace(tmp_path):

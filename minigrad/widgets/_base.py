@@ -59,8 +59,9 @@ class TraceWidget(anywidget.AnyWidget):
         """The trace as it stands now (what save_html writes)."""
         return self.trace
 
-    def __init__(self, trace: dict, *, dot: str = "", message: str = "", **options) -> None:
-        super().__init__(trace=trace, dot=dot, message=message, options=options,
+    def __init__(self, trace: dict, *, dot: str = "", message: str = "", traits: dict | None = None,
+                 **options) -> None:
+        super().__init__(trace=trace, dot=dot, message=message, options=options, **(traits or {}),
                          layout_engine=layout_engine(),
                          _esm=bundle(self._bundle_name).read_text(encoding="utf-8"))
 

@@ -7,12 +7,16 @@ from __future__ import annotations
 
 import graphviz
 
+from .collapse import FRAME, depth_of, representative
+
 STYLE = {
     "param": {"shape": "box", "style": "filled,rounded", "fillcolor": "#fde68a"},
     "data": {"shape": "box", "style": "filled", "fillcolor": "#e5e7eb"},
     "intermediate": {"shape": "box", "style": "filled,rounded", "fillcolor": "#dbeafe"},
     "output": {"shape": "box", "style": "filled,rounded,bold", "fillcolor": "#fecaca"},
     "op": {"shape": "ellipse", "style": "filled", "fillcolor": "#ede9fe"},
+    "scope": {"shape": "box", "style": "filled,rounded", "fillcolor": "#f3f4f6",
+              "peripheries": "2"},
 }
 EDGE_STYLE = {
     "parent": {"color": "#374151"},
@@ -31,23 +35,76 @@ def _shape(shape: list) -> str:
     return "x".join(str(n) for n in shape) or "scalar"
 
 
-def to_dot(trace: dict, *, show_saved: bool = True) -> str:
-    """The trace's variables and ops as a left-to-right Graphviz digraph."""
+def to_dot(trace: dict, *, show_saved: bool = True, fold: dict | None = None) -> str:
+    """The trace's variables and ops as a left-to-right Graphviz digraph; with fold
+    (collapse.folding), closed scopes are drawn as one box each and open ones as frames."""
     dot = graphviz.Digraph(graph_attr={"rankdir": "LR", "nodesep": "0.25", "ranksep": "0.35",
                                        "fontname": "Helvetica", "bgcolor": "transparent"},
                            node_attr={"fontname": "Helvetica", "fontsize": "11", "height": "0.3"},
                            edge_attr={"arrowsize": "0.6"})
+    paths = fold["paths"] if fold else {}
+    opened = fold["opened"] if fold else set()
+    frames = _frames(paths, opened) if fold else {}
+    # DOT names of boxes: "s:..." would read as a node and a port in an edge; ids keep "s:".
+    names = {box_id: f"box{k}" for k, box_id in enumerate(fold["boxes"] if fold else ())}
+    where = {}
     for node in trace["nodes"]:
+        path = paths.get(node["id"], ())
+        rep = representative(path, node["id"], opened)
+        where[node["id"]] = names.get(rep, rep)
+        if rep != node["id"]:
+            continue
         if node["type"] == "variable":
             style = STYLE[node["role"]]
             label = _label(node["label"], _shape(node["shape"]))
             css = f"var {node['role']}"
         else:
             style, label, css = STYLE["op"], _label(node["label"]), "op"
-        dot.node(node["id"], label=label, id=node["id"], **{"class": css}, **style)
+        graph = frames[path[-1]] if path else dot
+        graph.node(node["id"], label=label, id=node["id"], **{"class": css}, **style)
+    for box_id, box in (fold["boxes"] if fold else {}).items():
+        scope, path = box["scope"], paths[box["members"][0]]
+        around = path[path.index(scope) - 1] if path.index(scope) else None
+        kind = f"kind {box['kind']} (x{box['alike']})" if box["kind"] else ""
+        (frames[around] if around else dot).node(
+            names[box_id],
+            label=_label(scope, f"{len(box['members'])} nodes, {box['ops']} ops", kind),
+            id=box_id, **{"class": "scope"}, **STYLE["scope"])
+    _attach_frames(dot, frames, paths)
+    drawn = set()
     for index, edge in enumerate(trace["edges"]):
         if edge["kind"] == "saved" and not show_saved:
             continue
-        dot.edge(edge["source"], edge["target"], id=f"e{index}", **{"class": edge["kind"]},
-                 **EDGE_STYLE[edge["kind"]])
+        source, target = where[edge["source"]], where[edge["target"]]
+        if source == edge["source"] and target == edge["target"]:
+            dot.edge(source, target, id=f"e{index}", **{"class": edge["kind"]},
+                     **EDGE_STYLE[edge["kind"]])
+        elif source != target and edge["kind"] != "saved" and (source, target) not in drawn:
+            drawn.add((source, target))   # one edge per pair of boxes (or box and node)
+            dot.edge(source, target, id=f"b{index}", **{"class": "parent scope-edge"},
+                     **EDGE_STYLE["parent"])
     return dot.source
+
+
+def _frames(paths: dict, opened: set) -> dict:
+    """scope -> a cluster subgraph, for every open scope (its frame: click it to close)."""
+    frames = {}
+    for scope in opened:
+        frames[scope] = graphviz.Digraph(
+            name=f"cluster_{len(frames)}",
+            graph_attr={"label": scope, "id": FRAME + scope, "class": "scope-frame",
+                        "style": "rounded,dashed", "color": "#9ca3af", "fontsize": "10",
+                        "fontname": "Helvetica", "labeljust": "l"})
+    return frames
+
+
+def _attach_frames(dot, frames: dict, paths: dict) -> None:
+    """Put each frame inside the frame around it, innermost first (a subgraph is copied when
+    attached, so its contents must be complete by then)."""
+    around = {}
+    for path in paths.values():
+        for k, scope in enumerate(path):
+            around[scope] = path[k - 1] if k else None
+    for scope in sorted(frames, key=lambda s: -depth_of(s, paths)):
+        parent = around.get(scope)
+        (frames[parent] if parent in frames else dot).subgraph(frames[scope])

@@ -9,30 +9,71 @@ from ..engine import compact_groups
 from ..modes import modes
 from ..trace import Recorder
 from ..variable import Variable
-from ._base import MAX_NODES, TraceWidget, too_big_message
+from ._base import TraceWidget
+from .collapse import (FRAME, NODE_BUDGET as MAX_NODES, close_with_children, folding,
+                       open_with_parents, without_orphans)
 from .dot import to_dot
 
 
-def _drawing(trace: dict, show_saved: bool, max_nodes: int) -> dict:
-    message = too_big_message(trace, max_nodes)
-    return {"dot": "" if message else to_dot(trace, show_saved=show_saved), "message": message}
+class Folding(TraceWidget):
+    """What a graph view shares about scopes: which are open (`expanded`, synced: a click on a
+    box or a frame in the page changes it), and the DOT and box table drawn from that."""
+
+    expanded = traitlets.List(traitlets.Unicode()).tag(sync=True)
+    folding = traitlets.Dict().tag(sync=True)
+
+    def _fold(self, trace: dict, show_saved: bool, max_nodes: int, expand=()) -> dict:
+        """The DOT and box table for the default opening (small graphs open fully, big ones
+        down to the deepest scope level within max_nodes) plus the scopes in expand."""
+        if isinstance(expand, str):
+            expand = [expand]
+        self._fold_trace, self._fold_saved, self._fold_budget = trace, show_saved, max_nodes
+        fold = folding(trace, max_nodes, expand)
+        self._fold_paths, self._fold_opened = fold["paths"], fold["opened"]
+        return {"dot": to_dot(trace, show_saved=show_saved, fold=fold), "message": "",
+                "traits": {"expanded": sorted(fold["opened"]), "folding": _folding_trait(fold)}}
+
+    def expand(self, scope: str) -> None:
+        """Draw the nodes of `scope` (e.g. "layer2", "blocks.3") instead of its box."""
+        self.expanded = sorted(open_with_parents(self._fold_paths, set(self.expanded), scope))
+
+    def collapse(self, scope: str) -> None:
+        """Draw `scope` (and every scope inside it) as one box again."""
+        self.expanded = sorted(close_with_children(self._fold_paths, set(self.expanded), scope))
+
+    @traitlets.observe("expanded")
+    def _refold(self, change) -> None:
+        if not hasattr(self, "_fold_paths") or set(change["new"]) == self._fold_opened:
+            return
+        opened = without_orphans(self._fold_paths, set(change["new"]))
+        self._fold_opened = set(change["new"])
+        fold = folding(self._fold_trace, self._fold_budget, opened=opened, paths=self._fold_paths)
+        with self.hold_sync():
+            self.dot = to_dot(self._fold_trace, show_saved=self._fold_saved, fold=fold)
+            self.folding = _folding_trait(fold)
 
 
-class GraphView(TraceWidget):
+def _folding_trait(fold: dict) -> dict:
+    frames = sorted({FRAME + s for s in fold["opened"]})
+    return {"boxes": fold["boxes"], "frames": frames, "visible": fold["visible"]}
+
+
+class GraphView(Folding):
     """The graph of a Variable: data, parameters, ops and outputs styled apart, parent edges
     solid, saved-tensor edges dashed; hover a node for its values and its parents vs saved
-    tensors."""
+    tensors. Scopes (Module calls, name_scope) bigger graphs are drawn as boxes: click one to
+    open it, click its frame to close it; `expand=["blocks.3"]` opens some from the start."""
 
     _bundle_name = "graph.js"
 
     def __init__(self, variable: Variable, *, show_saved: bool = True, show_values: bool = False,
-                 title: str | None = None, max_nodes: int = MAX_NODES) -> None:
+                 title: str | None = None, max_nodes: int = MAX_NODES, expand=()) -> None:
         trace = Recorder(title).add_graph(variable).trace
-        super().__init__(trace, **_drawing(trace, show_saved, max_nodes), show_saved=show_saved,
-                         show_values=show_values, title=title or "")
+        super().__init__(trace, **self._fold(trace, show_saved, max_nodes, expand),
+                         show_saved=show_saved, show_values=show_values, title=title or "")
 
 
-class BackwardStepper(TraceWidget):
+class BackwardStepper(Folding):
     """Backward, one step at a time, on the real engine.
 
     The widget starts where forward ended. Each step (the Step button, or `stepper.step()` from
@@ -51,25 +92,26 @@ class BackwardStepper(TraceWidget):
 
     def __init__(self, loss: Variable, order: str = "pending", *, show_saved: bool = True,
                  show_values: bool = False, title: str | None = None,
-                 max_nodes: int = MAX_NODES) -> None:
+                 max_nodes: int = MAX_NODES, expand=()) -> None:
         self._recorder = Recorder(title).add_graph(loss)
         self._groups = compact_groups(loss, order=order)
         trace = self._recorder.trace
         self._sent_events, self._sent_frames = len(trace["events"]), len(trace["frames"])
-        super().__init__(trace, **_drawing(trace, show_saved, max_nodes), show_saved=show_saved,
-                         show_values=show_values, order=order, title=title or "")
+        super().__init__(trace, **self._fold(trace, show_saved, max_nodes, expand),
+                         show_saved=show_saved, show_values=show_values, order=order,
+                         title=title or "")
         self.frame = trace["initial_frame"]
         self._answered_seq = -1     # frame_seq of the last request the kernel answered
         self._published = None      # the frame the kernel last moved to after a request
         self.on_msg(self._on_message)
 
     @classmethod
-    def from_trace(cls, trace: dict, *, show_saved: bool = True,
-                   max_nodes: int = MAX_NODES) -> "BackwardStepper":
+    def from_trace(cls, trace: dict, *, show_saved: bool = True, max_nodes: int = MAX_NODES,
+                   expand=()) -> "BackwardStepper":
         """A replay of a recorded trace (minigrad.record()); no engine behind it."""
         stepper = cls.__new__(cls)
         stepper._recorder, stepper._groups = None, iter(())
-        TraceWidget.__init__(stepper, trace, **_drawing(trace, show_saved, max_nodes),
+        TraceWidget.__init__(stepper, trace, **stepper._fold(trace, show_saved, max_nodes, expand),
                              show_saved=show_saved, title=trace.get("title") or "")
         stepper.frame, stepper.live = trace["initial_frame"], False
         stepper._answered_seq, stepper._published = -1, None

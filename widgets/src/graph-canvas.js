@@ -1,6 +1,7 @@
 // The graph picture: Graphviz's SVG, parsed once per layout, with its elements indexed by id
 // so that later changes (stepping) only touch the elements that change.
 import { h, s } from "./dom.js";
+import { BOX, FRAME } from "./scopes.js";
 
 const NUMBER = /-?(?:\d+\.?\d*|\.\d+)(?:e[-+]?\d+)?/gi;
 
@@ -55,9 +56,13 @@ export class GraphCanvas {
    * onInspect(id | null, how) is called when the pointer or the keyboard focus enters or leaves
    * a node ("hover", "focus"), and on a click ("click").
    */
-  constructor({ onInspect } = {}) {
+  constructor({ onInspect, onToggle } = {}) {
     this.el = h("div", { class: "mg-graph" });
     this.onInspect = onInspect || (() => {});
+    // onToggle(id): a closed scope's box ("s:...") or an open scope's frame ("c:...") was
+    // clicked (or Enter was pressed on it).
+    this.onToggle = onToggle || (() => {});
+    this.frames = new Map(); // open scope's frame id -> <g class="cluster">
     this.svg = null;
     this.nodes = new Map(); // id -> {g, bbox, badge, badgeText, tag, tagRect, tagText}
     this.edges = []; // k -> <g> of edge e<k>
@@ -105,8 +110,19 @@ export class GraphCanvas {
       const node = index && index.nodes.get(id);
       g.setAttribute("tabindex", "0");
       g.setAttribute("role", "button");
-      g.setAttribute("aria-label", describeNode(node) || id);
+      if (id.startsWith(BOX)) {
+        record.scope = id.slice(BOX.length);
+        g.setAttribute("aria-label", `scope ${record.scope}: click to open it`);
+      } else g.setAttribute("aria-label", describeNode(node) || id);
       nodes.set(id, record);
+    }
+    const frames = new Map();
+    for (const g of svg.querySelectorAll("g.cluster")) {
+      const id = g.getAttribute("id") || "";
+      for (const t of g.querySelectorAll(":scope > title")) t.remove();
+      if (!id.startsWith(FRAME)) continue;
+      g.setAttribute("aria-label", `frame of scope ${id.slice(FRAME.length)}: click it to close the scope`);
+      frames.set(id, g);
     }
     const edges = [];
     for (const g of svg.querySelectorAll("g.edge")) {
@@ -120,8 +136,8 @@ export class GraphCanvas {
       for (const [id, record] of nodes) {
         const node = index && index.nodes.get(id);
         const box = record.bbox;
-        if (!node || !box) continue;
-        if (badges && node.type === "op") {
+        if ((!node && !record.scope) || !box) continue;
+        if (badges && (record.scope || node.type === "op")) {
           record.badgeText = s("text", { "text-anchor": "middle", dy: "0.35em" });
           record.badge = s(
             "g",
@@ -131,7 +147,7 @@ export class GraphCanvas {
           );
           record.g.append(record.badge);
         }
-        if (gradTags && node.type === "variable") {
+        if (gradTags && (record.scope || node.type === "variable")) {
           record.tagText = s("text", { "text-anchor": "middle", dy: "0.35em" });
           record.tagRect = s("rect", { x: "-10", y: "-6.5", width: "20", height: "13", rx: "3" });
           record.tag = s(
@@ -152,6 +168,13 @@ export class GraphCanvas {
       if (!e.relatedTarget || !svg.contains(e.relatedTarget)) this.onInspect(null, "focus");
     });
     svg.addEventListener("click", (e) => this._inspect(e, "click"));
+    svg.addEventListener("keydown", (e) => {
+      const g = e.key === "Enter" && e.target.closest ? e.target.closest("g.node") : null;
+      if (g && (g.getAttribute("id") || "").startsWith(BOX)) {
+        e.preventDefault();
+        this.onToggle(g.getAttribute("id"));
+      }
+    });
 
     // Graphviz draws in the coordinates of <g id="graph0" transform="scale(..) translate(..)">.
     const g0 = svg.querySelector("g.graph");
@@ -175,6 +198,7 @@ export class GraphCanvas {
     this.svg = svg;
     this.nodes = nodes;
     this.edges = edges;
+    this.frames = frames;
     this.applyZoom(this.boxWidth);
     this.el.replaceChildren(svg);
     return this;
@@ -182,8 +206,17 @@ export class GraphCanvas {
 
   _inspect(event, how) {
     const g = event.target && event.target.closest ? event.target.closest("g.node") : null;
-    if (g && this.svg && this.svg.contains(g)) this.onInspect(g.getAttribute("id"), how);
-    else if (how === "click") this.onInspect(null, how);
+    if (g && this.svg && this.svg.contains(g)) {
+      const id = g.getAttribute("id");
+      if (how === "click" && id.startsWith(BOX)) this.onToggle(id);
+      else this.onInspect(id, how);
+      return;
+    }
+    if (how !== "click") return;
+    const frame = event.target && event.target.closest ? event.target.closest("g.cluster") : null;
+    if (frame && this.svg && this.svg.contains(frame) && (frame.getAttribute("id") || "").startsWith(FRAME)) {
+      this.onToggle(frame.getAttribute("id"));
+    } else this.onInspect(null, how);
   }
 
   /**
@@ -232,7 +265,10 @@ export class GraphCanvas {
 }
 
 /** Graph attributes for Graphviz by graph size (the DOT's own attributes win over these). */
-export function layoutAttributes(nodeCount) {
+export function layoutAttributes(nodeCount, { folded = false } = {}) {
+  // A collapsed graph: a few boxes, but a parameter shared along a chain has an edge into each
+  // (defaults: seconds for 50 boxes; these bounds and straight edges: tens of milliseconds).
+  if (folded && nodeCount > 20) return { nslimit: "1", nslimit1: "1", mclimit: "0.1", remincross: "false", splines: "line" };
   if (nodeCount <= 80) return {};
   // Network simplex (ranks, then x positions) and crossing minimisation explode on big graphs
   // with long edges (a parameter feeding ops all along a chain): a 466-node chain takes minutes

@@ -155,3 +155,27 @@ export function renderInspector(container, { index, id, state = null, showValues
   }
   container.replaceChildren(head, dl);
 }
+
+/**
+ * What there is to say about a closed scope's box: its size, its kind, its progress in the
+ * replay state (the stepper) and the ops at its border, whose pending counts wait for gradients
+ * from outside. onPick(id): inspect one of them.
+ */
+export function renderScope(container, { box, state = null, index, onPick = null, progress = null }) {
+  const head = h(
+    "div",
+    { class: "mg-inspector-head" },
+    h("span", { class: "mg-kind mg-kind-scope", text: "scope" }),
+    h("strong", { class: "mg-inspector-label", text: box.scope }),
+    h("span", { class: "mg-muted", text: " · closed: click the box to open it" }),
+  );
+  const dl = h("dl");
+  row(dl, "size", h("span", { text: `${box.members.length} nodes, ${box.ops} ops` }));
+  if (box.kind) row(dl, "kind", h("span", { text: `kind ${box.kind}: ${box.alike} boxes hold the same ops` }));
+  if (state && progress) {
+    row(dl, "backward", h("span", { text: state.backwardStarted ? `${progress.run} of ${progress.total} ops run` : "not started" }));
+    if (progress.current) row(dl, "this step", nodeList(index, [state.current], onPick));
+  }
+  row(dl, "border ops", nodeList(index, box.border, onPick));
+  container.replaceChildren(head, dl);
+}

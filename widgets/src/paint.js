@@ -2,6 +2,7 @@
 // now (a bit mask of classes and its badge text); paint() computes what it should show and
 // writes to the DOM only where the two differ. Nothing is searched for in the SVG.
 import { shortValues } from "./format.js";
+import { boxProgress, progressText } from "./scopes.js";
 
 const NODE_CLASSES = [
   "mg-future", // not created yet (forward)
@@ -32,14 +33,20 @@ function toggle(el, classes, before, after) {
 }
 
 export class StepPainter {
-  constructor(canvas, index) {
+  constructor(canvas, index, fold = null) {
     this.canvas = canvas;
-    this.bind(index);
+    this.bind(index, fold);
   }
 
-  /** Match the canvas' elements with a (possibly longer) trace. */
-  bind(index) {
+  /** Match the canvas' elements with a (possibly longer) trace; fold: indexFolding(). */
+  bind(index, fold = this.fold) {
     this.index = index;
+    this.fold = fold;
+    this.boxItems = [];
+    for (const [id, box] of (fold && fold.boxes) || []) {
+      const record = this.canvas.nodes.get(id);
+      if (record) this.boxItems.push({ id, box, record, flags: record.flags || 0, badge: record.badgeShown ?? null, tag: record.tagShown ?? null });
+    }
     this.items = [];
     for (const [id, node] of index.nodes) {
       const record = this.canvas.nodes.get(id);
@@ -51,6 +58,34 @@ export class StepPainter {
       const g = this.canvas.edges[k];
       if (g) this.edgeItems.push({ e, g, flags: g.__mgFlags || 0 });
     });
+  }
+
+  /** Write a node's (or box's) classes, badge and tag where they differ from what it shows. */
+  show(item, flags, badge, tag) {
+    const record = item.record;
+    if (flags !== item.flags) {
+      toggle(record.g, NODE_CLASSES, item.flags, flags);
+      item.flags = record.flags = flags;
+    }
+    if (badge !== item.badge) {
+      if (badge === null) record.badge.classList.add("mg-hidden");
+      else {
+        if (item.badge === null) record.badge.classList.remove("mg-hidden");
+        record.badgeText.textContent = badge;
+      }
+      item.badge = record.badgeShown = badge;
+    }
+    if (tag !== item.tag) {
+      if (tag === null) record.tag.classList.add("mg-hidden");
+      else {
+        if (item.tag === null) record.tag.classList.remove("mg-hidden");
+        record.tagText.textContent = tag;
+        const width = Math.max(20, tag.length * 5.6 + 8);
+        record.tagRect.setAttribute("x", String(-width / 2));
+        record.tagRect.setAttribute("width", String(width));
+      }
+      item.tag = record.tagShown = tag;
+    }
   }
 
   /** touched: ids of variables that received a gradient in this step. */
@@ -81,29 +116,17 @@ export class StepPainter {
           if (record.tag) tag = (g.first ? "= " : "+= ") + shortValues(g.values, node.size, 1);
         }
       }
-      if (flags !== item.flags) {
-        toggle(record.g, NODE_CLASSES, item.flags, flags);
-        item.flags = record.flags = flags;
-      }
-      if (badge !== item.badge) {
-        if (badge === null) record.badge.classList.add("mg-hidden");
-        else {
-          if (item.badge === null) record.badge.classList.remove("mg-hidden");
-          record.badgeText.textContent = badge;
-        }
-        item.badge = record.badgeShown = badge;
-      }
-      if (tag !== item.tag) {
-        if (tag === null) record.tag.classList.add("mg-hidden");
-        else {
-          if (item.tag === null) record.tag.classList.remove("mg-hidden");
-          record.tagText.textContent = tag;
-          const width = Math.max(20, tag.length * 5.6 + 8);
-          record.tagRect.setAttribute("x", String(-width / 2));
-          record.tagRect.setAttribute("width", String(width));
-        }
-        item.tag = record.tagShown = tag;
-      }
+      this.show(item, flags, badge, tag);
+    }
+    for (const item of this.boxItems) {
+      const p = boxProgress(item.box, state, this.index);
+      let flags = p.exists ? 0 : N["mg-future"];
+      if (p.current) flags |= N["mg-current"];
+      if (p.done) flags |= N["mg-done"];
+      else if (p.ready) flags |= N["mg-ready"];
+      const badge = state.backwardStarted && p.pending > 0 && !p.done ? String(p.pending) : null;
+      const tag = progressText(p, state.backwardStarted) || null;
+      this.show(item, flags, badge, tag);
     }
     for (const item of this.edgeItems) {
       const { e, g } = item;

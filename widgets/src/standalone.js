@@ -25,7 +25,7 @@ function ensureEngine() {
   return slot;
 }
 
-function mount(el, { widget = "graph", trace = null, dot = "", options = {}, message = "", frame, live = false } = {}) {
+function mount(el, { widget = "graph", trace = null, dot = "", options = {}, message = "", frame, live = false, folding = {}, expanded = [] } = {}) {
   const render = VIEWS[widget];
   if (!render) throw new Error(`minigrad.mount: unknown widget ${JSON.stringify(widget)} (graph, stepper, memory, tape or aot)`);
   if (!el || typeof el.appendChild !== "function") throw new Error("minigrad.mount: el must be an element");
@@ -35,6 +35,8 @@ function mount(el, { widget = "graph", trace = null, dot = "", options = {}, mes
     dot,
     options,
     message,
+    folding,
+    expanded,
     frame: typeof frame === "number" ? frame : trace && typeof trace.initial_frame === "number" ? trace.initial_frame : 0,
     live,
     layout_engine: null,

@@ -4,6 +4,7 @@ import { h } from "./dom.js";
 import { GraphCanvas, layoutAttributes } from "./graph-canvas.js";
 import { waitForEngine } from "./engine-client.js";
 import { count } from "./format.js";
+import { toggled } from "./scopes.js";
 
 export const ENGINE_TIMEOUT_MS = 20000;
 
@@ -63,14 +64,14 @@ const SLOW =
  * message), at most once per DOT; onMounted(canvas) runs after each new picture.
  */
 export class GraphPane {
-  constructor({ model, host, el, t0, badges = false, gradTags = false, onMounted, onInspect }) {
+  constructor({ model, host, el, t0, badges = false, gradTags = false, onMounted, onInspect, onToggle }) {
     this.model = model;
     this.host = host;
     this.el = el;
     this.t0 = t0;
     this.options = { badges, gradTags };
     this.onMounted = onMounted || (() => {});
-    this.canvas = new GraphCanvas({ onInspect });
+    this.canvas = new GraphCanvas({ onInspect, onToggle: onToggle || ((id) => this.toggle(id)) });
     this.token = 0;
     this.dot = null;
     this.message = null;
@@ -82,12 +83,26 @@ export class GraphPane {
     return !!this.canvas.svg;
   }
 
-  async show({ dot, message, index, force = false }) {
+  /** A box or a frame was clicked: open or close its scope (Python redraws the DOT). */
+  toggle(id) {
+    const expanded = toggled(this.model.get("expanded"), id);
+    this.el.dataset.toggledAt = String(now());
+    // Seen at once while the kernel answers and Graphviz lays the new picture out.
+    const clicked = this.canvas.nodes.get(id) || { g: this.canvas.frames.get(id) };
+    if (clicked.g) clicked.g.classList.add("mg-opening");
+    this.model.set("expanded", expanded);
+    this.model.save_changes();
+  }
+
+  /** nodeCount: how many nodes the DOT draws (boxes count as one). */
+  async show({ dot, message, index, force = false, nodeCount = null, folded = false }) {
     dot = typeof dot === "string" ? dot : "";
     message = typeof message === "string" ? message : "";
     if (!force && dot === this.dot && message === this.message) return;
     this.dot = dot;
     this.message = message;
+    // (after a click on a box: how long the kernel took to send the new DOT)
+    if (this.el.dataset.toggledAt) this.el.dataset.toggleAnswerMs = (now() - +this.el.dataset.toggledAt).toFixed(1);
     const token = ++this.token;
     const canvas = this.canvas;
     if (message) {
@@ -101,7 +116,9 @@ export class GraphPane {
       return;
     }
     this.el.dataset.graph = "waiting";
-    canvas.showMessage("Loading the graph layout engine…", "loading");
+    // (A new DOT for a mounted picture, after a click on a box: the old one stays meanwhile.)
+    const keep = canvas.svg !== null && !this.message;
+    if (!keep) canvas.showMessage("Loading the graph layout engine…", "loading");
     const waitStart = now();
     const engine = await waitForEngine({
       model: this.model,
@@ -123,11 +140,11 @@ export class GraphPane {
       this.el.dataset.graph = "error";
       return;
     }
-    const nodeCount = index ? index.nodes.size : 0;
-    canvas.showMessage(`Laying out ${count(nodeCount)} nodes…`, "loading");
+    if (nodeCount === null) nodeCount = index ? index.nodes.size : 0;
+    if (!keep) canvas.showMessage(`Laying out ${count(nodeCount)} nodes…`, "loading");
     let result;
     try {
-      result = await engine.layout(dot, { graphAttributes: layoutAttributes(nodeCount), nodeCount });
+      result = await engine.layout(dot, { graphAttributes: layoutAttributes(nodeCount, { folded }), nodeCount });
     } catch (error) {
       if (token !== this.token || this.disposed) return;
       const text =
@@ -149,9 +166,18 @@ export class GraphPane {
       return;
     }
     this.el.dataset.layoutMs = String(result.ms);
+    this.el.dataset.drawnNodes = String(nodeCount);
     this.onMounted(canvas);
     this.el.dataset.mountMs = (now() - mountStart).toFixed(1);
     this.el.dataset.graph = "ready";
+    if (this.el.dataset.toggledAt) {
+      // A click on a box or a frame: how long until the new picture was on the page.
+      const since = +this.el.dataset.toggledAt;
+      delete this.el.dataset.toggledAt;
+      afterPaint(() => {
+        if (!this.disposed) this.el.dataset.toggleMs = (now() - since).toFixed(1);
+      });
+    }
     if (!this.painted) {
       this.painted = true;
       afterPaint(() => {

@@ -3,8 +3,9 @@ import { h } from "./dom.js";
 import { injectStyles } from "./css.js";
 import { indexTrace } from "./fold.js";
 import { legend } from "./legend.js";
-import { renderInspector } from "./inspector.js";
+import { renderInspector, renderScope } from "./inspector.js";
 import { GraphPane, copyTrace, readOptions, now, zoomControls } from "./view-common.js";
+import { BOX, indexFolding } from "./scopes.js";
 
 export function renderGraphView({ model, el, host }) {
   const t0 = now();
@@ -21,6 +22,11 @@ export function renderGraphView({ model, el, host }) {
 
   const inspect = () => {
     const id = hovered || pinned;
+    const fold = indexFolding(model.get("folding"));
+    if (id && id.startsWith(BOX) && fold.boxes.has(id)) {
+      renderScope(inspector, { box: fold.boxes.get(id), state: null, index });
+      return;
+    }
     renderInspector(inspector, {
       index,
       id,
@@ -60,7 +66,10 @@ export function renderGraphView({ model, el, host }) {
   el.replaceChildren(root);
   applyOptions();
 
-  const redraw = (force = false) => pane.show({ dot: model.get("dot"), message: model.get("message"), index, force });
+  const redraw = (force = false) => {
+    const fold = indexFolding(model.get("folding"));
+    return pane.show({ dot: model.get("dot"), message: model.get("message"), index, force, nodeCount: fold.visible || null, folded: fold.boxes.size > 0 });
+  };
   model.on("change:dot", () => redraw());
   model.on("change:message", () => redraw());
   model.on("change:options", applyOptions);

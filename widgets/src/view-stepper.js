@@ -8,10 +8,11 @@ import { h, setText } from "./dom.js";
 import { injectStyles } from "./css.js";
 import { indexTrace, Replayer, clampFrame, frameEvents, phaseEndAfter } from "./fold.js";
 import { legend } from "./legend.js";
-import { renderInspector } from "./inspector.js";
+import { renderInspector, renderScope } from "./inspector.js";
 import { StepPainter } from "./paint.js";
 import { MemoryStrip } from "./memory.js";
 import { GraphPane, copyTrace, readOptions, now, zoomControls } from "./view-common.js";
+import { BOX, boxProgress, indexFolding } from "./scopes.js";
 
 const SPEEDS = [
   [1500, "slow"],
@@ -35,6 +36,7 @@ class Stepper {
     injectStyles(el);
     this.trace = copyTrace(model.get("trace"));
     this.index = indexTrace(this.trace);
+    this.fold = indexFolding(model.get("folding"));
     this.replayer = new Replayer(this.index);
     this.options = readOptions(model, this.trace);
     this.shown = -2;
@@ -62,7 +64,7 @@ class Stepper {
         this.inspect();
       },
       onMounted: (canvas) => {
-        this.painter = new StepPainter(canvas, this.index);
+        this.painter = new StepPainter(canvas, this.index, this.fold);
         if (this.state) this.painter.paint(this.state, this.touched(this.shown));
         this.reveal();
       },
@@ -147,6 +149,9 @@ class Stepper {
       this.continuePlaying();
     });
     m.on("change:dot", () => this.redraw());
+    m.on("change:folding", () => {
+      this.fold = indexFolding(m.get("folding"));
+    });
     m.on("change:message", () => this.redraw());
     m.on("change:options", () => this.applyOptions());
     m.on("change:live", () => this.update());
@@ -159,8 +164,8 @@ class Stepper {
   }
 
   redraw() {
-    this.painter = null;
-    this.pane.show({ dot: this.model.get("dot"), message: this.model.get("message"), index: this.index });
+    this.fold = indexFolding(this.model.get("folding"));
+    this.pane.show({ dot: this.model.get("dot"), message: this.model.get("message"), index: this.index, nodeCount: this.fold.visible || null, folded: this.fold.boxes.size > 0 });
   }
 
   applyOptions() {
@@ -383,7 +388,9 @@ class Stepper {
 
   reveal() {
     if (this.hovered || !this.state || !this.state.current || !this.pane.mounted) return;
-    this.pane.canvas.reveal(this.state.current);
+    // The current node, or the box it is drawn in.
+    const current = this.state.current;
+    this.pane.canvas.reveal(this.fold.boxOf.get(current) || current);
   }
 
   /** Everything around the picture: phase, sentence, queue, counter, buttons, inspector. */
@@ -444,8 +451,22 @@ class Stepper {
   inspect() {
     if (!this.state) return;
     const id = this.hovered || this.pinned || this.state.current;
+    if (id && id.startsWith(BOX) && this.fold.boxes.has(id)) {
+      const box = this.fold.boxes.get(id);
+      renderScope(this.inspector, { box, state: this.state, index: this.index, progress: boxProgress(box, this.state, this.index), onPick: (picked) => this.pick(picked) });
+      return;
+    }
+    const inBox = id && this.fold.boxOf.get(id);
     const why =
-      id === null ? "" : id === this.hovered && id !== this.pinned ? "under the pointer" : id === this.pinned ? "pinned: click it again to unpin" : "this step";
+      id === null
+        ? ""
+        : id === this.hovered && id !== this.pinned
+          ? "under the pointer"
+          : id === this.pinned
+            ? "pinned: click it again to unpin"
+            : inBox
+              ? `this step, inside the closed scope ${inBox.slice(BOX.length)}`
+              : "this step";
     renderInspector(this.inspector, {
       index: this.index,
       id,
