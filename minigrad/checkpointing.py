@@ -98,8 +98,8 @@ class RecomputeSeed(Function):
     grad_text = ("the gradient that reached the checkpoint",)
 
     @staticmethod
-    def forward(ctx, y, *, g, checkpoint):
-        ctx.g, ctx.checkpoint = g, checkpoint
+    def forward(ctx, y, *, g):
+        ctx.g = g
         return np.asarray(np.vdot(y, g), dtype=y.dtype)   # a scalar: nothing big is allocated
 
     @staticmethod
@@ -113,7 +113,7 @@ class RecomputeSeed(Function):
             copy[...] = g
             pool.release_early(g)
             g = copy
-        ctx.g = ctx.checkpoint = None
+        ctx.g = None
         return g if grad_output == 1 else grad_output * g
 
 
@@ -133,7 +133,7 @@ def _recompute_and_backward(ctx, grad_output, stepping: bool):
     try:
         y = _output(ctx.fn(*leaves), ctx.fn)
         _check_recompute(ctx, y, first_seq)
-        seed = RecomputeSeed.apply(y, g=grad_output, checkpoint=ctx)
+        seed = RecomputeSeed.apply(y, g=grad_output)
         if isinstance(allocator, Pool):
             _free_unsaved(allocator, mark)
     finally:
