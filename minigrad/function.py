@@ -19,7 +19,7 @@ from .errors import DtypeError, MinigradError, ShapeError
 from .kernels import result_dtype, result_shape
 from .modes import modes
 from .readonly import lock_saved
-from .rules import creation_site, describe
+from .checks import creation_site, describe
 from .variable import OPS, Variable
 
 _creation_counter = itertools.count()
