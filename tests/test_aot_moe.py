@@ -260,3 +260,34 @@ def test_recomputing_topk_and_permute_in_backward_gives_the_same_gradients():
         recomputing.run(*arrays)
         for name, g in saving.grads().items():
             assert np.allclose(recomputing.grads()[name], g, rtol=1e-12, atol=1e-14), name
+
+
+# -- misuse: data fed to a compiled plan is checked on every run ---------------------------------
+def test_a_plan_fed_expert_indices_out_of_range_says_so():
+    from minigrad.errors import ShapeError
+    fn = lambda x, indices: projected(mg.moe_permute(x, indices, E)[0])   # noqa: E731
+    r = rng_for(0)
+    arrays = [r.standard_normal((N, D)), routing(r)]
+    _, _, run = compiled(fn, arrays, ["x", "indices"])
+    with pytest.raises(ShapeError) as e:
+        run.run(arrays[0], np.full((N, K), E, dtype=np.int64))
+    for part in ("moe_permute", f"({N}, {K})", "Rule", f"num_experts = {E}", "Fix"):
+        assert part in str(e.value)
+
+
+def test_a_plan_fed_broken_offsets_says_so():
+    from minigrad.errors import ShapeError
+    fn = lambda x, w, offsets: projected(mg.moe_grouped_gemm_down(x, w, offsets))   # noqa: E731
+    r = rng_for(0)
+    arrays = [r.standard_normal((N * K, F)), r.standard_normal((E, F, D)), offsets_of(routing(r))]
+    _, _, run = compiled(fn, arrays, ["inp", "weights", "expert_offsets"])
+    with pytest.raises(ShapeError) as e:
+        run.run(arrays[0], arrays[1], arrays[2][::-1].copy())
+    for part in ("moe_grouped_gemm_down", f"({N * K}, {F})", "Rule", "never decrease", "Fix"):
+        assert part in str(e.value)
+
+
+def test_capturing_topk_with_k_above_the_experts_fails_at_capture():
+    from minigrad.errors import ShapeError
+    with pytest.raises(ShapeError, match=r"moe_topk: k=5 .*Rule: 1 <= k <= E = 4.*Fix"):
+        aot.capture(lambda p: mg.moe_topk(p, E + 1)[0].sum(), rng_for(0).dirichlet(np.ones(E), size=N))

@@ -247,10 +247,16 @@ def _check_permute(x: np.ndarray, indices: np.ndarray, num_experts) -> None:
     if not isinstance(num_experts, (int, np.integer)) or num_experts < 1:
         raise ShapeError(f"moe_permute: num_experts={num_experts!r}. Rule: a positive int E. "
                          f"Fix: pass the number of experts the router scores.")
+    check_expert_range(indices, num_experts)
+
+
+def check_expert_range(indices: np.ndarray, num_experts: int) -> None:
+    """Every index names one of the experts (also checked on each run of an aot plan)."""
     if indices.size and (indices.min() < 0 or indices.max() >= num_experts):
         raise ShapeError(f"moe_permute: indices (shape {indices.shape}) hold values in "
                          f"[{indices.min()}, {indices.max()}]. Rule: 0 <= index < num_experts = "
-                         f"{num_experts}. Fix: pass num_experts = the router's E.")
+                         f"{num_experts}. Fix: pass num_experts = the router's E (and indices "
+                         f"made for that many experts).")
 
 
 def _check_unpermute(expert_out, routing_weights, scatter_indices) -> None:
@@ -274,6 +280,11 @@ def _check_grouped_gemm(op: str, x, weight, expert_offsets) -> None:
                          f"weight of this layer, or reshape x to (rows, {weight.shape[1]}).")
     experts = weight.shape[0]
     _check_index(op, "expert_offsets", expert_offsets, (experts + 1,), "(E+1,)")
+    check_offsets(op, x, expert_offsets)
+
+
+def check_offsets(op: str, x: np.ndarray, expert_offsets: np.ndarray) -> None:
+    """The offsets cut x's rows into E blocks (also checked on each run of an aot plan)."""
     if expert_offsets[0] != 0 or expert_offsets[-1] != x.shape[0] or np.any(np.diff(expert_offsets) < 0):
         raise ShapeError(f"{op}: expert_offsets {expert_offsets.tolist()} for x of shape {x.shape}. "
                          f"Rule: offsets start at 0, never decrease, and end at x.shape[0] = "
