@@ -59,7 +59,7 @@ def assert_aot_matches_eager(fn, names, make_arrays):
 
 def projected(out, seed=3):
     """A scalar loss that weights every output element differently."""
-    return (out * rng_for(seed).standard_normal(out.shape)).sum()
+    return (out * rng_for(seed).standard_normal(out.shape).astype(out.dtype)).sum()
 
 
 # -- aot == eager, and design D's saves ------------------------------------------------------
@@ -291,3 +291,15 @@ def test_capturing_topk_with_k_above_the_experts_fails_at_capture():
     from minigrad.errors import ShapeError
     with pytest.raises(ShapeError, match=r"moe_topk: k=5 .*Rule: 1 <= k <= E = 4.*Fix"):
         aot.capture(lambda p: mg.moe_topk(p, E + 1)[0].sum(), rng_for(0).dirichlet(np.ones(E), size=N))
+
+
+def test_float32_layer_stays_float32_and_matches_eager():
+    arrays = [a.astype(np.float32) for a in layer_inputs(rng_for(0))]
+    forward, _, run = compiled(moe_layer, arrays, ["x", "router", "w_gate_up", "w_down"])
+    run.run(*arrays)
+    _, eager_grads = eager(moe_layer, arrays)
+    for (name, g), expected in zip(run.grads().items(), eager_grads):
+        assert g.dtype == np.float32, name
+        assert np.allclose(g, expected, rtol=1e-4, atol=1e-5), name
+    assert all(run[t].dtype == (np.int64 if "indices" in t or "offsets" in t else np.float32)
+               for o in forward.operations if o.type.startswith("moe") for t in o.outputs)
