@@ -303,3 +303,16 @@ def test_float32_layer_stays_float32_and_matches_eager():
         assert np.allclose(g, expected, rtol=1e-4, atol=1e-5), name
     assert all(run[t].dtype == (np.int64 if "indices" in t or "offsets" in t else np.float32)
                for o in forward.operations if o.type.startswith("moe") for t in o.outputs)
+
+
+@pytest.mark.parametrize("name", ["scatter_indices", "routing_indices", "gather_indices",
+                                  "expert_offsets", "rope_freqs", "blocks.0.moe.expert_offsets"])
+def test_derive_alone_skips_float_tensors_named_like_indices(name):
+    """No capture involved: a float graph input, not listed as data, is skipped for its name."""
+    def graph(index_name):
+        return ir([("multiply_0", "multiply", ("x", index_name), ("prod",), {}),
+                   ("sum_1", "sum", ("prod",), ("loss",), {"axis": None, "keepdims": False})],
+                  ["x", index_name], {"x": ((N, D), "f8"), index_name: ((N, D), "f8"),
+                                      "prod": ((N, D), "f8"), "loss": ((), "f8")})
+    assert aot.derive_backward_graph(graph(name)).outputs == ["d_x"]
+    assert sorted(aot.derive_backward_graph(graph("scale")).outputs) == ["d_scale", "d_x"]
