@@ -63,12 +63,14 @@ def _unpermute_backward_expert_out(grad_output, routing_weights, scatter_indices
 def _unpermute_backward_weights(grad_output, expert_out, scatter_indices, **attrs):
     out = np.empty((grad_output.shape[0], scatter_indices.size // max(grad_output.shape[0], 1)),
                    np.result_type(grad_output, expert_out))
-    return _call(kernels.moe_unpermute_backward_weights, grad_output, expert_out, scatter_indices, out)
+    return _call(kernels.moe_unpermute_backward_weights, grad_output, expert_out, scatter_indices,
+                 out)
 
 
 def _topk(probs, k=None, **attrs):
     """Two outputs: (weights, indices), each buffer a call argument of its own."""
-    out = (np.empty(probs.shape[:-1] + (k,), probs.dtype), np.empty(probs.shape[:-1] + (k,), np.int64))
+    shape = probs.shape[:-1] + (k,)
+    out = (np.empty(shape, probs.dtype), np.empty(shape, np.int64))
     return out, _run([(kernels.moe_topk, (probs, k, *out))])
 
 
@@ -78,7 +80,7 @@ def _topk_backward(grad_weights, probs, indices, **attrs):
 
 
 def _permute(x, indices, num_experts=None, **attrs):
-    """Three outputs: (x_perm, scatter_indices, expert_offsets); the indices first, then the rows."""
+    """Three outputs: (x_perm, scatter_indices, expert_offsets); indices first, then the rows."""
     index_out = (np.empty(indices.size, np.int64), np.empty(num_experts + 1, np.int64))
     x_perm = np.empty((indices.size, x.shape[1]), x.dtype)
     return (x_perm, *index_out), _run([(_checked_permute, (indices, num_experts, *index_out)),
