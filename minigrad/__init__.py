@@ -41,3 +41,8 @@ from . import tape  # noqa: E402  (the slot tape of design E: an engine beside t
 
 from .checkpointing import CheckpointError, checkpoint  # noqa: E402  (save vs recompute)
 __all__ += ["checkpoint", "CheckpointError"]
+
+from .ops import (attention, embedding, fused_lm_head_loss, fused_residual_rmsnorm,  # noqa: E402
+                  rmsnorm, rope, rope_freqs, swiglu)
+__all__ += ["embedding", "rmsnorm", "fused_residual_rmsnorm", "swiglu", "rope", "rope_freqs",
+            "attention", "fused_lm_head_loss"]

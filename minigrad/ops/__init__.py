@@ -10,3 +10,7 @@ __all__ = ["add", "sub", "mul", "div", "neg", "pow", "exp", "log", "tanh", "sigm
            "matmul", "linear", "sum", "mean", "max", "reshape", "transpose", "broadcast_to",
            "concat", "stack", "getitem", "softmax", "log_softmax", "cross_entropy", "mse",
            "silu", "gelu"]
+from .transformer import (attention, embedding, fused_lm_head_loss, fused_residual_rmsnorm,  # noqa: E402
+                          rmsnorm, rope, rope_freqs, swiglu)
+__all__ += ["embedding", "rmsnorm", "fused_residual_rmsnorm", "swiglu", "rope", "rope_freqs",
+            "attention", "fused_lm_head_loss"]
