@@ -405,21 +405,22 @@ def _causal_bias(t: int, dtype) -> np.ndarray:
     return _CAUSAL_BIAS[key]
 
 
-def _scores(q: np.ndarray, k: np.ndarray, causal: bool) -> np.ndarray:
+def _scores(q: np.ndarray, k: np.ndarray, causal: bool, out=None) -> np.ndarray:
     """s = q k^T / sqrt(Dh) per batch and head (B, H, T, T), -inf above the diagonal if causal.
     (The scale goes on q, a (T, Dh) array, rather than on the (T, T) scores: one pass fewer.)"""
     qh = np.multiply(q, 1.0 / np.sqrt(q.shape[-1]), dtype=q.dtype).transpose(0, 2, 1, 3)
-    s = np.matmul(qh, k.transpose(0, 2, 3, 1))
+    s = np.matmul(qh, k.transpose(0, 2, 3, 1), out=out)
     if causal:
         s += _causal_bias(q.shape[1], s.dtype)
     return s
 
 
 def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, causal: bool = True, out=None,
-              lse=None) -> tuple:
+              lse=None, scores=None) -> tuple:
     """out = softmax(q k^T / sqrt(Dh) [+ causal mask]) v per head, q k v (B, T, H, Dh); also
-    lse (B, H, T), the log-sum-exp of each score row: backward rebuilds the probabilities from it."""
-    s = _scores(q, k, causal)
+    lse (B, H, T), the log-sum-exp of each score row: backward rebuilds the probabilities from it.
+    scores: an optional (B, H, T, T) scratch buffer (a compiled plan's), used and forgotten."""
+    s = _scores(q, k, causal, scores)
     m = s.max(axis=-1, keepdims=True)
     s -= m
     np.exp(s, out=s)                                                    # s now holds e = exp(s - m)
@@ -435,19 +436,19 @@ def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, causal: bool = True, 
 
 def attention_backward(q: np.ndarray, k: np.ndarray, v: np.ndarray, o: np.ndarray,
                        lse: np.ndarray, grad_output: np.ndarray, causal: bool = True,
-                       dq=None, dk=None, dv=None) -> tuple:
+                       dq=None, dk=None, dv=None, scores=None, ds=None) -> tuple:
     """p = exp(q k^T / sqrt(Dh) - lse) recomputed; dv = p^T do, dp = do v^T,
     ds = p (dp - rowsum(do * o)), dq = ds k / sqrt(Dh), dk = ds^T q / sqrt(Dh)."""
     scale = 1.0 / np.sqrt(q.shape[-1])
     goh = grad_output.transpose(0, 2, 1, 3)
-    p = _scores(q, k, causal)
+    p = _scores(q, k, causal, scores)
     p -= lse[..., None]
     np.exp(p, out=p)
     dq = np.empty(q.shape, q.dtype) if dq is None else dq
     dk = np.empty(k.shape, k.dtype) if dk is None else dk
     dv = np.empty(v.shape, v.dtype) if dv is None else dv
     np.matmul(p.transpose(0, 1, 3, 2), goh, out=dv.transpose(0, 2, 1, 3))
-    ds = np.matmul(goh, v.transpose(0, 2, 3, 1))                        # dp = do v^T
+    ds = np.matmul(goh, v.transpose(0, 2, 3, 1), out=ds)                # dp = do v^T
     row = np.einsum("bthd,bthd->bht", grad_output, o)
     ds -= row[..., None]
     ds *= p                                                             # ds = p (dp - row)
