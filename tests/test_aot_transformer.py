@@ -238,3 +238,46 @@ def test_a_block_trains_the_same_in_both_engines(policy):
             np.testing.assert_allclose(grads[f"d_{name}"], p.grad, rtol=1e-9, atol=1e-12)
             p.data -= 0.1 * p.grad   # the executor reads the same arrays: both engines train on
             p.zero_grad()
+
+
+PARTIAL = [   # (fn, float inputs, which of them are data: the rules write temps for those)
+    (lambda x, w: proj(mg.rmsnorm(x, w), W_BTD), [normal(B, T, D), normal(D)], [0]),
+    (lambda x, w: proj(mg.rmsnorm(x, w), W_BTD), [normal(B, T, D), normal(D)], [1]),
+    (lambda x, r, w: proj(mg.fused_residual_rmsnorm(x, r, w)[1], W_BTD), [normal(B, T, D)] * 2 + [normal(D)], [1, 2]),
+    (lambda x, r, w: proj(mg.fused_residual_rmsnorm(x, r, w)[1], W_BTD), [normal(B, T, D)] * 2 + [normal(D)], [0]),
+    (_fused_both, [normal(B, T, D), normal(B, T, D), normal(D)], [0, 2]),
+    (lambda q, k, v: proj(mg.attention(q, k, v), W_ATT), [normal(B, T, H, DH) for _ in range(3)], [1, 2]),
+    (lambda q, k, v: proj(mg.attention(q, k, v), W_ATT), [normal(B, T, H, DH) for _ in range(3)], [0]),
+    (lambda x, w: mg.fused_lm_head_loss(x, w, TARGETS), [normal(B * T, D), normal(D, V)], [0]),
+    (lambda x, w: mg.fused_lm_head_loss(x, w, TARGETS), [normal(B * T, D), normal(D, V)], [1]),
+]
+
+
+@pytest.mark.parametrize("fn, floats, data", PARTIAL, ids=[f"partial{i}" for i in range(len(PARTIAL))])
+def test_inputs_that_need_no_gradient(fn, floats, data):
+    """Plain data among the inputs: aot derives only the wanted gradients, equal to eager's."""
+    leaves = [mg.create_leaf(a, requires_grad=i not in data, name=f"in{i}") for i, a in enumerate(floats)]
+    fn(*leaves).backward()
+    forward = aot.capture(fn, *leaves)
+    backward = aot.derive_backward_graph(forward)
+    assert backward.outputs == [f"d_in{i}" for i in range(len(floats)) if i not in data]
+    run = aot.Executor(forward, backward, None, *floats)
+    run.run(*floats)
+    for i, leaf in enumerate(leaves):
+        if i not in data:
+            np.testing.assert_allclose(run.grads()[f"d_in{i}"], leaf.grad, rtol=1e-10, atol=1e-12)
+
+
+def test_a_frozen_norm_weight_gets_no_gradient():
+    block = Block(np.random.default_rng(3))
+    frozen = ("ln1", "ln2", "emb")
+    forward = aot.capture(block, mg.create_leaf(IDS, name="ids"), mg.create_leaf(TARGETS, name="targets"),
+                          params=block.params)
+    backward = aot.derive_backward_graph(forward, aot.DeriveBackwardOptions(stop_gradients=frozen))
+    assert not {f"d_{n}" for n in frozen} & set(backward.outputs)
+    run = aot.Executor(forward, backward, block.params, IDS, TARGETS)
+    run.run(IDS, TARGETS)
+    block(IDS, TARGETS).backward()
+    for name, p in block.params.items():
+        if name not in frozen:
+            np.testing.assert_allclose(run.grads()[f"d_{name}"], p.grad, rtol=1e-9, atol=1e-12)
