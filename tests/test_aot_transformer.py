@@ -281,3 +281,25 @@ def test_a_frozen_norm_weight_gets_no_gradient():
     for name, p in block.params.items():
         if name not in frozen:
             np.testing.assert_allclose(run.grads()[f"d_{name}"], p.grad, rtol=1e-9, atol=1e-12)
+
+
+def test_the_default_recompute_plan_recomputes_swiglu():
+    """swiglu's output (saved for the down projection) is rebuilt from gate_up, which its own
+    backward keeps anyway: the save disappears. (The peak stays: it comes when backward starts,
+    where the down projection's backward needs the rebuilt output right away.)"""
+    block = Block(np.random.default_rng(5))
+    forward = aot.capture(block, mg.create_leaf(IDS, name="ids"), mg.create_leaf(TARGETS, name="targets"),
+                          params=block.params)
+    backward = aot.derive_backward_graph(forward)
+    save_all = aot.plan_memory(forward, backward)
+    recompute = aot.plan_memory(forward, backward, policy="recompute")
+    (swiglu,) = [op.outputs[0] for op in forward.operations if op.type == "swiglu"]
+    assert swiglu in backward.save and swiglu in recompute.recomputed
+    assert swiglu not in recompute.backward.save
+    assert save_all.saved_bytes - recompute.saved_bytes == forward.shape_env[swiglu].nbytes
+    assert recompute.peak_bytes <= save_all.peak_bytes
+    run = aot.Executor(forward, recompute.backward, block.params, IDS, TARGETS)
+    run.run(IDS, TARGETS)
+    block(IDS, TARGETS).backward()
+    for name, p in block.params.items():
+        np.testing.assert_allclose(run.grads()[f"d_{name}"], p.grad, rtol=1e-9, atol=1e-12)
