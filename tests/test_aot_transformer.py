@@ -303,3 +303,28 @@ def test_the_default_recompute_plan_recomputes_swiglu():
     block(IDS, TARGETS).backward()
     for name, p in block.params.items():
         np.testing.assert_allclose(run.grads()[f"d_{name}"], p.grad, rtol=1e-9, atol=1e-12)
+
+
+def test_a_plan_checks_ids_and_targets_on_every_run():
+    block = Block(np.random.default_rng(6))
+    forward = aot.capture(block, mg.create_leaf(IDS, name="ids"), mg.create_leaf(TARGETS, name="targets"),
+                          params=block.params)
+    run = aot.Executor(forward, aot.derive_backward_graph(forward), block.params, IDS, TARGETS)
+    run.run(IDS, TARGETS)
+    bad_ids = IDS.copy()
+    bad_ids[1, 2] = V
+    with pytest.raises(mg.errors.ShapeError, match=rf"embedding: ids in \[\d+, {V}\].*0 <= id < V = {V}.*Fix"):
+        run.run(bad_ids, TARGETS)
+    bad_targets = TARGETS.copy()
+    bad_targets[0] = -1
+    with pytest.raises(mg.errors.ShapeError, match=rf"fused_lm_head_loss: targets in \[-1, \d+\].*V = {V}.*Fix"):
+        run.run(IDS, bad_targets)
+
+
+def test_capture_with_frequencies_as_an_input_names_the_fix():
+    x = mg.create_leaf(normal(B, T, H, DH), requires_grad=True, name="x")
+    with pytest.raises(mg.errors.DtypeError, match=r"rope: freqs.*requires grad.*name it 'rope_freqs'"):
+        aot.capture(lambda x, f: proj(mg.rope(x, f, POS), W_ATT), x, FREQS.data, input_names=["x", "freqs"])
+    forward = aot.capture(lambda x, f: proj(mg.rope(x, f, POS), W_ATT), x, FREQS.data,
+                          input_names=["x", "rope_freqs"])
+    assert aot.derive_backward_graph(forward).outputs == ["d_x"]

@@ -250,6 +250,11 @@ def _check_embedding(ids: np.ndarray, weight: np.ndarray) -> None:
     if weight.ndim != 2:
         raise ShapeError(f"embedding: weight of shape {weight.shape} (ids {ids.shape}). Rule: the "
                          f"table is (V, D), one row per token. Fix: weight of shape (vocab, dim).")
+    check_ids(ids, weight)
+
+
+def check_ids(ids: np.ndarray, weight: np.ndarray) -> None:
+    """Token ids inside the table (also run by aot plans, whose ids are new on every run)."""
     if ids.size and (ids.min() < 0 or ids.max() >= weight.shape[0]):
         raise ShapeError(f"embedding: ids in [{ids.min()}, {ids.max()}] for a table of shape "
                          f"{weight.shape}. Rule: 0 <= id < V = {weight.shape[0]}. Fix: map tokens "
@@ -269,7 +274,8 @@ def _check_rope(x: np.ndarray, freqs: np.ndarray, pos: np.ndarray, freqs_grad: b
     if freqs_grad:
         raise DtypeError(f"rope: freqs {freqs.shape} requires grad. Rule: the frequencies are fixed "
                          f"constants, never differentiated (design D: rope_freqs). Fix: pass "
-                         f"mg.rope_freqs(head_dim), or a Variable with requires_grad=False.")
+                         f"mg.rope_freqs(head_dim), or a Variable with requires_grad=False; as an "
+                         f"input of aot.capture, name it 'rope_freqs' (input_names=...).")
 
 
 def _check_attention(q: np.ndarray, k: np.ndarray, v: np.ndarray) -> None:
@@ -290,6 +296,11 @@ def _check_lm_head(x: np.ndarray, weight: np.ndarray, targets: np.ndarray) -> No
         raise ShapeError(f"fused_lm_head_loss: x {x.shape}, weight {weight.shape}, targets "
                          f"{targets.shape}. Rule: x (N, D), weight (D, V), targets (N,). Fix: "
                          f"flatten batch and sequence first, x.reshape(-1, D), targets.reshape(-1).")
+    check_targets(targets, weight)
+
+
+def check_targets(targets: np.ndarray, weight: np.ndarray) -> None:
+    """Class targets inside the vocabulary (also run by aot plans on every run)."""
     if targets.size and (targets.min() < 0 or targets.max() >= weight.shape[1]):
         raise ShapeError(f"fused_lm_head_loss: targets in [{targets.min()}, {targets.max()}] for "
                          f"V = {weight.shape[1]} classes (weight {weight.shape}). Rule: 0 <= t < V. "
