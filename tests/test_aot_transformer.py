@@ -328,3 +328,25 @@ def test_capture_with_frequencies_as_an_input_names_the_fix():
     forward = aot.capture(lambda x, f: proj(mg.rope(x, f, POS), W_ATT), x, FREQS.data,
                           input_names=["x", "rope_freqs"])
     assert aot.derive_backward_graph(forward).outputs == ["d_x"]
+
+
+def test_two_frequency_tables_of_different_sizes_keep_apart():
+    """Each Attention may make its own mg.rope_freqs (all named "rope_freqs"): capture keeps
+    each table under a name of its own, still ending in rope_freqs (no gradient by name)."""
+    small, large = mg.rope_freqs(2), mg.rope_freqs(4)
+
+    def fn(a, b):
+        return proj(mg.rope(a, small, np.arange(3)), W_ATT[:, :3, :, :2]) + \
+            proj(mg.rope(b, large, np.arange(3)), W_ATT[:, :3])
+    a, b = normal(B, 3, H, 2), normal(B, 3, H, 4)
+    forward = aot.capture(fn, mg.create_leaf(a, requires_grad=True, name="a"),
+                          mg.create_leaf(b, requires_grad=True, name="b"))
+    tables = [n for n in forward.constants if n.endswith("rope_freqs")]
+    assert len(tables) == 2 and sorted(forward.constants[n].shape for n in tables) == [(1,), (2,)]
+    backward = aot.derive_backward_graph(forward)
+    run = aot.Executor(forward, backward, None, a, b)
+    run.run(a, b)
+    leaves = [mg.create_leaf(v, requires_grad=True) for v in (a, b)]
+    fn(*leaves).backward()
+    for name, leaf in zip("ab", leaves):
+        np.testing.assert_allclose(run.grads()[f"d_{name}"], leaf.grad, rtol=1e-10)
