@@ -41,7 +41,9 @@ class Embedding(Function):
     @staticmethod
     def backward(ctx, grad_output):
         (ids,) = ctx.saved_tensors
-        return None, kernels.embedding_backward(ids, grad_output, ctx.num_embeddings)
+        shape = (ctx.num_embeddings, grad_output.shape[-1])
+        return None, kernels.embedding_backward(ids, grad_output, ctx.num_embeddings,
+                                                out=ctx.grad_buffer(1, shape, grad_output.dtype))
 
 
 @register("rmsnorm")
@@ -53,7 +55,8 @@ class RMSNorm(Function):
     @staticmethod
     def forward(ctx, x, weight, eps=1e-6):
         _check_norm("rmsnorm", x, weight)
-        y, rstd = kernels.rmsnorm(x, weight, eps, out=ctx.arena and ctx.buffer(x, weight))
+        rstd = _saved_buffer(ctx, x.shape[:-1], x)   # (asked first: the output's buffer is the last)
+        y, rstd = kernels.rmsnorm(x, weight, eps, out=ctx.arena and ctx.buffer(x, weight), rstd=rstd)
         ctx.save_for_backward(x, rstd)
         ctx.eps = eps
         return y
@@ -62,8 +65,7 @@ class RMSNorm(Function):
     def backward(ctx, grad_output):
         x, rstd = ctx.saved_tensors
         weight = ctx.inputs[1].data   # a parameter: read, not saved (design D's table)
-        return kernels.rmsnorm_backward(x, weight, rstd, grad_output,
-                                        need_weight=ctx.needs_input_grad[1])
+        return _rmsnorm_grads(ctx, x, weight, rstd, grad_output, 1)
 
 
 @register("fused_residual_rmsnorm")
@@ -75,8 +77,9 @@ class FusedResidualRMSNorm(Function):
 
     @staticmethod
     def forward(ctx, x, residual, weight, residual_out=None, eps=1e-6):
+        rstd = _saved_buffer(ctx, residual_out.shape[:-1], residual_out)
         y, rstd = kernels.rmsnorm(residual_out, weight, eps,
-                                  out=ctx.arena and ctx.buffer(residual_out, weight))
+                                  out=ctx.arena and ctx.buffer(residual_out, weight), rstd=rstd)
         ctx.save_for_backward(residual_out, rstd)
         ctx.eps = eps
         return y
@@ -84,8 +87,7 @@ class FusedResidualRMSNorm(Function):
     @staticmethod
     def backward(ctx, grad_output):
         residual_out, rstd = ctx.saved_tensors
-        d_sum, d_weight = kernels.rmsnorm_backward(residual_out, ctx.inputs[2].data, rstd,
-                                                   grad_output, need_weight=ctx.needs_input_grad[2])
+        d_sum, d_weight = _rmsnorm_grads(ctx, residual_out, ctx.inputs[2].data, rstd, grad_output, 2)
         return d_sum, d_sum, d_weight
 
 
@@ -108,7 +110,9 @@ class SwiGLU(Function):
     @staticmethod
     def backward(ctx, grad_output):
         (gate_up,) = ctx.saved_tensors
-        return (kernels.swiglu_backward(gate_up, grad_output),)
+        return (kernels.swiglu_backward(gate_up, grad_output,
+                                        out=ctx.arena and ctx.buffer(
+            shape=gate_up.shape, dtype=np.result_type(gate_up, grad_output))),)
 
 
 @register("rope")
@@ -127,7 +131,8 @@ class RoPE(Function):
     @staticmethod
     def backward(ctx, grad_output):
         freqs, position_ids = ctx.saved_tensors
-        return kernels.rope(grad_output, freqs, position_ids, sign=-1.0), None, None
+        out = ctx.arena and ctx.buffer(grad_output)
+        return kernels.rope(grad_output, freqs, position_ids, out, -1.0), None, None
 
 
 @register("attention")
@@ -139,7 +144,8 @@ class Attention(Function):
     @staticmethod
     def forward(ctx, q, k, v, causal=True):
         _check_attention(q, k, v)
-        out, lse = kernels.attention(q, k, v, causal, out=ctx.arena and ctx.buffer(q, v))
+        lse = _saved_buffer(ctx, (q.shape[0], q.shape[2], q.shape[1]), q)
+        out, lse = kernels.attention(q, k, v, causal, out=ctx.arena and ctx.buffer(q, v), lse=lse)
         ctx.causal = causal
         ctx.save_for_backward(q, k, v, out, lse)
         return out
@@ -147,7 +153,8 @@ class Attention(Function):
     @staticmethod
     def backward(ctx, grad_output):
         q, k, v, out, lse = ctx.saved_tensors
-        return kernels.attention_backward(q, k, v, out, lse, grad_output, ctx.causal)
+        dq, dk, dv = (ctx.arena and ctx.buffer(a, grad_output) for a in (q, k, v))
+        return kernels.attention_backward(q, k, v, out, lse, grad_output, ctx.causal, dq, dk, dv)
 
 
 @register("fused_lm_head_loss")
@@ -167,9 +174,26 @@ class FusedLMHeadLoss(Function):
     def backward(ctx, grad_output):
         x, weight, targets = ctx.saved_tensors
         need = ctx.needs_input_grad
-        d_x, d_weight = kernels.lm_head_loss_backward(x, weight, targets, grad_output,
-                                                      need_x=need[0], need_weight=need[1])
+        dtype = np.result_type(x, weight, grad_output)
+        d_x = ctx.arena and ctx.buffer(shape=x.shape, dtype=dtype) if need[0] else None
+        d_weight = ctx.grad_buffer(1, weight.shape, dtype) if need[1] else None
+        d_x, d_weight = kernels.lm_head_loss_backward(x, weight, targets, grad_output, d_x, d_weight,
+                                                      need[0], need[1])
         return d_x, d_weight, None
+
+
+def _saved_buffer(ctx, shape: tuple, like: np.ndarray):
+    """Where a second output only backward reads (rstd, lse) goes: the scope's arena or pool, or None."""
+    return ctx.arena and ctx.buffer(shape=shape, dtype=like.dtype, kind="saved")
+
+
+def _rmsnorm_grads(ctx, x, weight, rstd, grad_output, weight_index: int) -> tuple:
+    """rmsnorm's (dx, d_weight), d_weight straight into the parameter's .grad when it can be."""
+    need = ctx.needs_input_grad[weight_index]
+    dtype = np.result_type(grad_output, x)
+    d_weight = ctx.grad_buffer(weight_index, weight.shape, dtype) if need else None
+    return kernels.rmsnorm_backward(x, weight, rstd, grad_output, ctx.arena and ctx.buffer(grad_output, x),
+                                    d_weight, need)
 
 
 # -- the functions users call -------------------------------------------------------------------
