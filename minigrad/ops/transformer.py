@@ -77,6 +77,8 @@ class FusedResidualRMSNorm(Function):
 
     @staticmethod
     def forward(ctx, x, residual, weight, residual_out=None, eps=1e-6):
+        if residual_out is None:   # applied directly; mg.fused_residual_rmsnorm hands the add's array
+            residual_out = residual + x
         rstd = _saved_buffer(ctx, residual_out.shape[:-1], residual_out)
         y, rstd = kernels.rmsnorm(residual_out, weight, eps,
                                   out=ctx.arena and ctx.buffer(residual_out, weight), rstd=rstd)
@@ -192,8 +194,8 @@ def _rmsnorm_grads(ctx, x, weight, rstd, grad_output, weight_index: int) -> tupl
     need = ctx.needs_input_grad[weight_index]
     dtype = np.result_type(grad_output, x)
     d_weight = ctx.grad_buffer(weight_index, weight.shape, dtype) if need else None
-    return kernels.rmsnorm_backward(x, weight, rstd, grad_output, ctx.arena and ctx.buffer(grad_output, x),
-                                    d_weight, need)
+    d_x = ctx.arena and ctx.buffer(grad_output, x)
+    return kernels.rmsnorm_backward(x, weight, rstd, grad_output, d_x, d_weight, need)
 
 
 # -- the functions users call -------------------------------------------------------------------
