@@ -12,7 +12,7 @@ import numpy as np
 
 from ..errors import MinigradError
 from ..variable import Variable, create_leaf
-from ..ops.multi import linked_output, primary_of  # noqa: F401 (linked_output: for translations)
+from ..ops.multi import linked_output, primary_of
 from .derive import INDEX_NAME
 from .ir import Graph, Operation, TensorInfo
 
@@ -107,7 +107,9 @@ def _record(graph: Graph, v: Variable, names: dict) -> None:
     inputs = _reads(v, None)
     for x in inputs:
         if id(x) not in names:   # a leaf nobody named: a constant folded into the graph
-            names[id(x)] = x.name or f"const{len(graph.constants)}"
+            fresh = f"const{len(graph.constants)}"   # (a name already taken gets this prefix)
+            names[id(x)] = x.name if x.name and x.name not in graph.shape_env else \
+                (f"{fresh}.{x.name}" if x.name else fresh)
             graph.constants[names[id(x)]] = x.data
             graph.shape_env[names[id(x)]] = TensorInfo(x.shape, x.dtype)
     translate = CAPTURED.get(node.name)
@@ -217,3 +219,26 @@ CAPTURED["moe_topk"] = lambda node, v, inputs: (          # (weights, indices)
 CAPTURED["moe_permute"] = lambda node, v, inputs: (       # (x_perm, scatter_indices, expert_offsets)
     "moe_permute", {"num_experts": node.num_experts},
     [v, linked_output(node, "scatter_indices"), linked_output(node, "expert_offsets")])
+
+
+# -- transformer ops (ops/transformer.py); rstd and lse are outputs only backward reads --------
+def _rmsnorm(node, v, inputs):
+    return "rmsnorm", {"eps": node.eps}, [v, ("rstd", TensorInfo(v.shape[:-1], v.dtype))]
+
+
+def _fused_residual_rmsnorm(node, v, inputs):
+    residual_out = linked_output(node, "residual_out") or ("residual_out", TensorInfo(v.shape, v.dtype))
+    return "fused_residual_rmsnorm", {"eps": node.eps}, [
+        residual_out, v, ("rstd", TensorInfo(v.shape[:-1], v.dtype))]
+
+
+def _attention(node, v, inputs):
+    b, t, h, _ = v.shape
+    return "attention", {"causal": node.causal}, [v, ("lse", TensorInfo((b, h, t), v.dtype))]
+
+
+CAPTURED.update({
+    "embedding": _same("embedding"), "swiglu": _same("swiglu"), "rope": _same("rope"),
+    "fused_lm_head_loss": _same("fused_lm_head_loss"), "rmsnorm": _rmsnorm,
+    "fused_residual_rmsnorm": _fused_residual_rmsnorm, "attention": _attention,
+})
