@@ -243,8 +243,10 @@ def test_a_block_trains_the_same_in_both_engines(policy):
 PARTIAL = [   # (fn, float inputs, which of them are data: the rules write temps for those)
     (lambda x, w: proj(mg.rmsnorm(x, w), W_BTD), [normal(B, T, D), normal(D)], [0]),
     (lambda x, w: proj(mg.rmsnorm(x, w), W_BTD), [normal(B, T, D), normal(D)], [1]),
-    (lambda x, r, w: proj(mg.fused_residual_rmsnorm(x, r, w)[1], W_BTD), [normal(B, T, D)] * 2 + [normal(D)], [1, 2]),
-    (lambda x, r, w: proj(mg.fused_residual_rmsnorm(x, r, w)[1], W_BTD), [normal(B, T, D)] * 2 + [normal(D)], [0]),
+    (lambda x, r, w: proj(mg.fused_residual_rmsnorm(x, r, w)[1], W_BTD),
+     [normal(B, T, D)] * 2 + [normal(D)], [1, 2]),
+    (lambda x, r, w: proj(mg.fused_residual_rmsnorm(x, r, w)[1], W_BTD),
+     [normal(B, T, D)] * 2 + [normal(D)], [0]),
     (_fused_both, [normal(B, T, D), normal(B, T, D), normal(D)], [0, 2]),
     (lambda q, k, v: proj(mg.attention(q, k, v), W_ATT), [normal(B, T, H, DH) for _ in range(3)], [1, 2]),
     (lambda q, k, v: proj(mg.attention(q, k, v), W_ATT), [normal(B, T, H, DH) for _ in range(3)], [0]),
@@ -317,7 +319,8 @@ def test_a_plan_checks_ids_and_targets_on_every_run():
         run.run(bad_ids, TARGETS)
     bad_targets = TARGETS.copy()
     bad_targets[0] = -1
-    with pytest.raises(mg.errors.ShapeError, match=rf"fused_lm_head_loss: targets in \[-1, \d+\].*V = {V}.*Fix"):
+    with pytest.raises(mg.errors.ShapeError,
+                       match=rf"fused_lm_head_loss: targets in \[-1, \d+\].*V = {V}.*Fix"):
         run.run(IDS, bad_targets)
 
 
@@ -350,3 +353,18 @@ def test_two_frequency_tables_of_different_sizes_keep_apart():
     fn(*leaves).backward()
     for name, leaf in zip("ab", leaves):
         np.testing.assert_allclose(run.grads()[f"d_{name}"], leaf.grad, rtol=1e-10)
+
+
+def test_blocked_attention_through_a_plan():
+    """T = 64: attention runs in blocks, in the plan's shared scratch buffers too."""
+    q, k, v = (normal(2, 64, 2, 4) for _ in range(3))
+    weights = normal(2, 64, 2, 4)
+    want_loss, want = _eager(lambda q, k, v: proj(mg.attention(q, k, v), weights), [q, k, v], [], np.float64)
+    for share in (True, False):
+        inputs = [mg.create_leaf(a, requires_grad=True, name=n) for n, a in zip("qkv", (q, k, v))]
+        forward = aot.capture(lambda q, k, v: proj(mg.attention(q, k, v), weights), *inputs)
+        run = aot.Executor(forward, aot.derive_backward_graph(forward), None, q, k, v, share_buffers=share)
+        for _ in range(2):
+            assert float(run.run(q, k, v)) == pytest.approx(want_loss, rel=1e-12)
+            for n, w in zip("qkv", want):
+                np.testing.assert_allclose(run.grads()[f"d_{n}"], w, rtol=1e-10, atol=1e-12)
