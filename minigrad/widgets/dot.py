@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import graphviz
 
-from .collapse import FRAME, depth_of, representative
+from .collapse import BOX, FRAME, all_scopes, representative
 
 STYLE = {
     "param": {"shape": "box", "style": "filled,rounded", "fillcolor": "#fde68a"},
@@ -35,18 +35,38 @@ def _shape(shape: list) -> str:
     return "x".join(str(n) for n in shape) or "scalar"
 
 
+FRAME_STYLE = {"class": "scope-frame", "style": "rounded,dashed", "color": "#9ca3af",
+               "fontsize": "10", "fontname": "Helvetica", "labeljust": "l"}
+
+
+def _digraph():
+    return graphviz.Digraph(graph_attr={"rankdir": "LR", "nodesep": "0.25", "ranksep": "0.35",
+                                        "fontname": "Helvetica", "bgcolor": "transparent"},
+                            node_attr={"fontname": "Helvetica", "fontsize": "11",
+                                       "height": "0.3"},
+                            edge_attr={"arrowsize": "0.6"})
+
+
+def dot_style(show_saved: bool = True) -> dict:
+    """The DOT's fixed parts, for the page to write the same DOT for other open scopes
+    (widgets/src/refold.js): its first lines, and the attributes of each kind of element."""
+    head = _digraph().source
+    return {"head": head[:head.rindex("}")], "node": STYLE, "edge": EDGE_STYLE,
+            "frame": FRAME_STYLE, "show_saved": show_saved}
+
+
 def to_dot(trace: dict, *, show_saved: bool = True, fold: dict | None = None) -> str:
     """The trace's variables and ops as a left-to-right Graphviz digraph; with fold
-    (collapse.folding), closed scopes are drawn as one box each and open ones as frames."""
-    dot = graphviz.Digraph(graph_attr={"rankdir": "LR", "nodesep": "0.25", "ranksep": "0.35",
-                                       "fontname": "Helvetica", "bgcolor": "transparent"},
-                           node_attr={"fontname": "Helvetica", "fontsize": "11", "height": "0.3"},
-                           edge_attr={"arrowsize": "0.6"})
+    (collapse.folding), closed scopes are drawn as one box each and open ones as frames.
+    Boxes and frames are named and written in one fixed order (collapse.all_scopes), whatever
+    is open, so that Graphviz places the rest alike after a box is opened or closed."""
+    dot = _digraph()
     paths = fold["paths"] if fold else {}
     opened = fold["opened"] if fold else set()
-    frames = _frames(paths, opened) if fold else {}
+    order = all_scopes(paths) if fold else []
+    frames = _frames(order, opened)
     # DOT names of boxes: "s:..." would read as a node and a port in an edge; ids keep "s:".
-    names = {box_id: f"box{k}" for k, box_id in enumerate(fold["boxes"] if fold else ())}
+    names = {BOX + scope: f"box{k}" for k, scope in enumerate(order)}
     where = {}
     for node in trace["nodes"]:
         path = paths.get(node["id"], ())
@@ -86,16 +106,11 @@ def to_dot(trace: dict, *, show_saved: bool = True, fold: dict | None = None) ->
     return dot.source
 
 
-def _frames(paths: dict, opened: set) -> dict:
+def _frames(order: list, opened: set) -> dict:
     """scope -> a cluster subgraph, for every open scope (its frame: click it to close)."""
-    frames = {}
-    for scope in opened:
-        frames[scope] = graphviz.Digraph(
-            name=f"cluster_{len(frames)}",
-            graph_attr={"label": scope, "id": FRAME + scope, "class": "scope-frame",
-                        "style": "rounded,dashed", "color": "#9ca3af", "fontsize": "10",
-                        "fontname": "Helvetica", "labeljust": "l"})
-    return frames
+    return {scope: graphviz.Digraph(name=f"cluster_{k}", graph_attr={
+                "label": scope, "id": FRAME + scope, **FRAME_STYLE})
+            for k, scope in enumerate(order) if scope in opened}
 
 
 def _attach_frames(dot, frames: dict, paths: dict) -> None:
@@ -105,6 +120,7 @@ def _attach_frames(dot, frames: dict, paths: dict) -> None:
     for path in paths.values():
         for k, scope in enumerate(path):
             around[scope] = path[k - 1] if k else None
-    for scope in sorted(frames, key=lambda s: -depth_of(s, paths)):
+    depth = {scope: k for path in paths.values() for k, scope in enumerate(path)}
+    for scope in sorted(frames, key=lambda s: -depth[s]):
         parent = around.get(scope)
         (frames[parent] if parent in frames else dot).subgraph(frames[scope])

@@ -169,3 +169,44 @@ def test_save_html_keeps_user_text_as_text(offline, tmp_path):
     # the page's own three <script> elements (data, bundle, mount) and nothing else
     assert counts == {"img": 0, "scripts": 3}, counts
     view.assert_clean()
+
+
+def test_save_html_opens_and_closes_boxes_offline(offline, tmp_path, report_figure):
+    """A collapsed stepper's page opens a box and closes its frame with no kernel (the page
+    folds the DOT itself from the scope table the export carries)."""
+    rng = np.random.default_rng(0)
+    h = mg.create_leaf(rng.normal(size=(2, 3)), name="x")
+    for i in range(8):
+        with mg.name_scope(f"blocks.{i}"):
+            W = mg.create_leaf(rng.normal(size=(3, 3)) * 0.5, requires_grad=True, name="W")
+            h = (h @ W).tanh()
+    stepper = BackwardStepper((h * h).sum(), max_nodes=20, title="boxes offline")
+    path = save_html(stepper, tmp_path / "boxes.html")
+    view = offline(path)
+    root, _ = view.open()
+    snap = wait_for(root, lambda s: s["graph"] == "ready", "the exported boxes")
+    assert sorted(i for i in snap["ids"] if i.startswith("s:")) == \
+        sorted(f"s:blocks.{i}" for i in range(8))
+    before = len(snap["ids"])
+    # back to the start of the replay, then a box opened by a click: its 5 nodes drawn
+    click(root, "first")
+    wait_for(root, lambda s: s["frame"] == 0, "first")
+    root.locator('g.node[id="s:blocks.2"]').click()
+    snap = wait_for(root, lambda s: "s:blocks.2" not in s["ids"] and s["graph"] == "ready",
+                    "blocks.2 opened offline")
+    assert root.locator('g.cluster[id="c:blocks.2"]').count() == 1
+    inside = [n["id"] for n in stepper.trace["nodes"] if n["scope"] == ["blocks.2"]]
+    assert len(inside) == 5 and set(inside) <= set(snap["ids"])   # W, matmul, tanh, outputs
+    assert len(snap["ids"]) == before - 1 + 5
+    report_figure(f"export: a box opened offline in {snap['dataset'].get('toggleMs')} ms "
+                  f"(layout {snap['dataset'].get('layoutMs')} ms)")
+    # stepping still names the real nodes, now drawn: play to the end, the box's ops are done
+    click(root, "last")
+    snap = wait_for(root, lambda s: s["frame"] == len(stepper.trace["frames"]) - 1, "last")
+    ops_inside = [i for i in inside if i.startswith("f")]
+    assert set(ops_inside) <= set(snap["done"])
+    # its frame closes it again
+    root.locator('g.cluster[id="c:blocks.2"] > text').first.click()
+    snap = wait_for(root, lambda s: "s:blocks.2" in s["ids"], "blocks.2 closed by its frame")
+    assert len(snap["ids"]) == before
+    view.assert_clean()

@@ -5,6 +5,7 @@ import { GraphCanvas, layoutAttributes } from "./graph-canvas.js";
 import { waitForEngine } from "./engine-client.js";
 import { count } from "./format.js";
 import { toggled } from "./scopes.js";
+import { prepareScopes, refold } from "./refold.js";
 
 export const ENGINE_TIMEOUT_MS = 20000;
 
@@ -33,6 +34,34 @@ export function readOptions(model, trace) {
     order: o.order === "topo" ? "topo" : "pending",
     title: typeof o.title === "string" && o.title ? o.title : (trace && trace.title) || "",
   };
+}
+
+/**
+ * What the graph pane draws now, {dot, folding}. With a `scope_table` the page writes the DOT
+ * for the open scopes (`expanded`) itself (refold.js), so opening a box waits for no kernel;
+ * without one (no scopes, or an older kernel) it draws the kernel's `dot` and `folding`.
+ */
+export class FoldedDrawing {
+  constructor(model) {
+    this.model = model;
+    this.kit = null;
+    this.made = null; // {key, drawing} for the last list of open scopes
+  }
+
+  now() {
+    const m = this.model;
+    const table = m.get("scope_table");
+    const trace = m.get("trace");
+    if (!this.kit || this.kit.table !== table || this.kit.trace !== trace) {
+      this.kit = prepareScopes(trace, table, table && table.style);
+      this.made = null;
+    }
+    if (!this.kit) return { dot: m.get("dot"), folding: m.get("folding") };
+    const expanded = m.get("expanded") || [];
+    const key = expanded.join("\u0000");
+    if (!this.made || this.made.key !== key) this.made = { key, drawing: refold(this.kit, expanded) };
+    return this.made.drawing;
+  }
 }
 
 export function now() {
@@ -83,7 +112,8 @@ export class GraphPane {
     return !!this.canvas.svg;
   }
 
-  /** A box or a frame was clicked: open or close its scope (Python redraws the DOT). */
+  /** A box or a frame was clicked: open or close its scope (the view redraws on
+   * change:expanded; the kernel follows). */
   toggle(id) {
     const expanded = toggled(this.model.get("expanded"), id);
     this.el.dataset.toggledAt = String(now());
@@ -101,7 +131,7 @@ export class GraphPane {
     if (!force && dot === this.dot && message === this.message) return;
     this.dot = dot;
     this.message = message;
-    // (after a click on a box: how long the kernel took to send the new DOT)
+    // (after a click on a box: how long until the new DOT, made here or sent by the kernel)
     if (this.el.dataset.toggledAt) this.el.dataset.toggleAnswerMs = (now() - +this.el.dataset.toggledAt).toFixed(1);
     const token = ++this.token;
     const canvas = this.canvas;

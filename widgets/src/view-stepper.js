@@ -11,7 +11,7 @@ import { legend } from "./legend.js";
 import { renderInspector, renderScope } from "./inspector.js";
 import { StepPainter } from "./paint.js";
 import { MemoryStrip } from "./memory.js";
-import { GraphPane, copyTrace, readOptions, now, zoomControls } from "./view-common.js";
+import { FoldedDrawing, GraphPane, copyTrace, readOptions, now, zoomControls } from "./view-common.js";
 import { BOX, boxProgress, indexFolding } from "./scopes.js";
 
 const SPEEDS = [
@@ -36,7 +36,8 @@ class Stepper {
     injectStyles(el);
     this.trace = copyTrace(model.get("trace"));
     this.index = indexTrace(this.trace);
-    this.fold = indexFolding(model.get("folding"));
+    this.drawing = new FoldedDrawing(model);
+    this.fold = indexFolding(this.drawing.now().folding);
     this.replayer = new Replayer(this.index);
     this.options = readOptions(model, this.trace);
     this.shown = -2;
@@ -149,9 +150,8 @@ class Stepper {
       this.continuePlaying();
     });
     m.on("change:dot", () => this.redraw());
-    m.on("change:folding", () => {
-      this.fold = indexFolding(m.get("folding"));
-    });
+    m.on("change:expanded", () => this.redraw());
+    m.on("change:scope_table", () => this.redraw());
     m.on("change:message", () => this.redraw());
     m.on("change:options", () => this.applyOptions());
     m.on("change:live", () => this.update());
@@ -164,8 +164,9 @@ class Stepper {
   }
 
   redraw() {
-    this.fold = indexFolding(this.model.get("folding"));
-    this.pane.show({ dot: this.model.get("dot"), message: this.model.get("message"), index: this.index, nodeCount: this.fold.visible || null, folded: this.fold.boxes.size > 0 });
+    const { dot, folding } = this.drawing.now();
+    this.fold = indexFolding(folding);
+    this.pane.show({ dot, message: this.model.get("message"), index: this.index, nodeCount: this.fold.visible || null, folded: this.fold.boxes.size > 0 });
   }
 
   applyOptions() {
