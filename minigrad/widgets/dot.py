@@ -89,7 +89,7 @@ def to_dot(trace: dict, *, show_saved: bool = True, fold: dict | None = None) ->
         (frames[around] if around else dot).node(
             names[box_id],
             label=_label(scope, f"{len(box['members'])} nodes, {box['ops']} ops", kind),
-            id=box_id, **{"class": "scope"}, **STYLE["scope"])
+            id=box_id, group=box_group(around), **{"class": "scope"}, **STYLE["scope"])
     _attach_frames(dot, frames, paths)
     drawn = set()
     for index, edge in enumerate(trace["edges"]):
@@ -104,6 +104,14 @@ def to_dot(trace: dict, *, show_saved: bool = True, fold: dict | None = None) ->
             dot.edge(source, target, id=f"b{index}", **{"class": "parent scope-edge"},
                      **EDGE_STYLE["parent"])
     return dot.source
+
+
+def box_group(around: str | None) -> str:
+    """The boxes side by side in one frame (or at the top level) form one Graphviz group: dot
+    keeps their chain straight, so opening one box shifts the boxes after it but does not
+    reshuffle the rest (bounded layouts otherwise draw a chain of boxes as a staircase that
+    changes shape with every click)."""
+    return f"boxes in {around}" if around else "boxes"
 
 
 def _frames(order: list, opened: set) -> dict:

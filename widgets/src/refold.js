@@ -99,7 +99,8 @@ export function refold(kit, expanded) {
     const container = path.length ? path[path.length - 1] : -1;
     body.get(container).push(`\t${quote(node.id)}${attrList(text, { id: node.id, class: css, ...attrs })}\n`);
   }
-  // Boxes of one kind: equal signatures among the boxes drawn, lettered in order.
+  // Boxes of one kind: equal signatures among the boxes drawn, lettered in order. The boxes
+  // of one frame form one Graphviz group (dot.py `box_group`).
   const alike = new Map();
   for (const s of found.keys()) alike.set(table.signature[s], (alike.get(table.signature[s]) || 0) + 1);
   const letters = new Map();
@@ -112,7 +113,7 @@ export function refold(kit, expanded) {
     boxes[BOX + box.scope] = box;
     const kind = box.kind ? `kind ${box.kind} (x${count})` : "";
     const text = label(box.scope, `${box.members.length} nodes, ${box.ops} ops`, kind);
-    body.get(parent[s]).push(`\t${quote(`box${s}`)}${attrList(text, { id: BOX + box.scope, class: "scope", ...style.node.scope })}\n`);
+    body.get(parent[s]).push(`\t${quote(`box${s}`)}${attrList(text, { id: BOX + box.scope, class: "scope", group: parent[s] < 0 ? "boxes" : `boxes in ${table.scopes[parent[s]]}`, ...style.node.scope })}\n`);
   }
   // Frames inside the frame around them, in scope order (as Python attaches them).
   const children = new Map();

@@ -8,6 +8,7 @@ import { toggled } from "./scopes.js";
 import { prepareScopes, refold } from "./refold.js";
 
 export const ENGINE_TIMEOUT_MS = 20000;
+const LAYOUTS_KEPT = 8;
 
 const EMPTY_TRACE = { schema: "minigrad-trace", version: 1, title: null, nodes: [], edges: [], arenas: [], blocks: [], events: [], frames: [], initial_frame: 0 };
 
@@ -90,7 +91,8 @@ const SLOW =
 
 /**
  * The graph part of a view. show({dot, message, index}) lays the graph out (or shows the
- * message), at most once per DOT; onMounted(canvas) runs after each new picture.
+ * message), at most once per DOT; onMounted(canvas, {anchored}) runs after each new picture
+ * (anchored: after a click on a box or frame, which the pane keeps in place).
  */
 export class GraphPane {
   constructor({ model, host, el, t0, badges = false, gradTags = false, onMounted, onInspect, onToggle }) {
@@ -105,6 +107,9 @@ export class GraphPane {
     this.dot = null;
     this.message = null;
     this.painted = false;
+    this.anchor = null; // after a click on a box or frame: where to keep it in the next picture
+    // The last few layouts by DOT: closing a box brings back a picture already laid out.
+    this.layouts = new Map();
     this.disposed = false;
   }
 
@@ -116,10 +121,14 @@ export class GraphPane {
    * change:expanded; the kernel follows). */
   toggle(id) {
     const expanded = toggled(this.model.get("expanded"), id);
+    delete this.el.dataset.toggleMs;
     this.el.dataset.toggledAt = String(now());
     // Seen at once while the kernel answers and Graphviz lays the new picture out.
     const clicked = this.canvas.nodes.get(id) || { g: this.canvas.frames.get(id) };
     if (clicked.g) clicked.g.classList.add("mg-opening");
+    // What is around the click stays where it is: the new picture keeps the scale and is
+    // scrolled so that the nodes near the clicked box or frame do not move (GraphCanvas.keepNear).
+    this.anchor = { id, before: this.canvas.places() };
     this.model.set("expanded", expanded);
     this.model.save_changes();
   }
@@ -174,7 +183,13 @@ export class GraphPane {
     if (!keep) canvas.showMessage(`Laying out ${count(nodeCount)} nodes…`, "loading");
     let result;
     try {
-      result = await engine.layout(dot, { graphAttributes: layoutAttributes(nodeCount, { folded }), nodeCount });
+      const graphAttributes = layoutAttributes(nodeCount, { folded });
+      const key = `${JSON.stringify(graphAttributes)}\n${dot}`;
+      result = this.layouts.get(key);
+      if (result) this.layouts.delete(key);
+      else result = { ...(await engine.layout(dot, { graphAttributes, nodeCount })), laidOut: true };
+      this.layouts.set(key, { svg: result.svg, ms: result.ms, laidOut: false });
+      if (this.layouts.size > LAYOUTS_KEPT) this.layouts.delete(this.layouts.keys().next().value);
     } catch (error) {
       if (token !== this.token || this.disposed) return;
       const text =
@@ -188,16 +203,21 @@ export class GraphPane {
     }
     if (token !== this.token || this.disposed) return;
     const mountStart = now();
+    const anchor = this.anchor;
+    this.anchor = null;
     try {
-      canvas.mount(result.svg, index, this.options);
+      canvas.mount(result.svg, index, { ...this.options, keepScale: !!anchor });
     } catch (error) {
       canvas.showMessage(String(error.message || error), "error");
       this.el.dataset.graph = "error";
       return;
     }
-    this.el.dataset.layoutMs = String(result.ms);
+    // (a picture laid out before: no Graphviz this time)
+    this.el.dataset.layoutMs = result.laidOut ? String(result.ms) : "0";
+    this.el.dataset.layoutReused = String(!result.laidOut);
     this.el.dataset.drawnNodes = String(nodeCount);
-    this.onMounted(canvas);
+    this.onMounted(canvas, { anchored: !!anchor });
+    if (anchor) canvas.keepNear(anchor.before, anchor.id);
     this.el.dataset.mountMs = (now() - mountStart).toFixed(1);
     this.el.dataset.graph = "ready";
     if (this.el.dataset.toggledAt) {

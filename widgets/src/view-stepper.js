@@ -64,10 +64,10 @@ class Stepper {
         else this.hovered = id;
         this.inspect();
       },
-      onMounted: (canvas) => {
+      onMounted: (canvas, { anchored }) => {
         this.painter = new StepPainter(canvas, this.index, this.fold);
         if (this.state) this.painter.paint(this.state, this.touched(this.shown));
-        this.reveal();
+        if (!anchored) this.reveal(); // (after a click the clicked scope stays where it was)
       },
     });
     this.build();
