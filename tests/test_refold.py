@@ -81,3 +81,14 @@ def test_any_choice_of_open_scopes_is_drawn_alike(n_blocks, budget, opened):
 def test_a_graph_without_scopes_sends_no_table():
     view = GraphView(chain(10))
     assert view.scope_table == {} and page_draws(view, [[]]) is None
+
+
+def test_a_parameter_shared_by_many_boxes_gets_no_weight_on_its_edges_into_them():
+    view = GraphView(chain(700), max_nodes=150)   # w feeds every run of nodes
+    w = next(n["id"] for n in view.trace["nodes"] if n["name"] == "w" and n["type"] == "variable")
+    into_boxes = [line for line in view.dot.splitlines() if line.startswith(f"\t{w} -> box")]
+    assert len(into_boxes) > 2 and all("weight=0" in line for line in into_boxes)
+    assert sum("weight=0" in line for line in view.dot.splitlines()) == len(into_boxes)
+    assert "weight" not in GraphView(blocks_loss(2)).dot   # small graphs: drawn as before
+    [page] = page_draws(view, [view.expanded])
+    assert page["dot"] == view.dot

@@ -5,6 +5,8 @@ the browser can restyle the drawn SVG step by step without laying it out again.
 """
 from __future__ import annotations
 
+from collections import Counter
+
 import graphviz
 
 from .collapse import BOX, FRAME, all_scopes, representative
@@ -91,18 +93,28 @@ def to_dot(trace: dict, *, show_saved: bool = True, fold: dict | None = None) ->
             label=_label(scope, f"{len(box['members'])} nodes, {box['ops']} ops", kind),
             id=box_id, group=box_group(around), **{"class": "scope"}, **STYLE["scope"])
     _attach_frames(dot, frames, paths)
-    drawn = set()
+    drawn, edges = set(), []
     for index, edge in enumerate(trace["edges"]):
         if edge["kind"] == "saved" and not show_saved:
             continue
         source, target = where[edge["source"]], where[edge["target"]]
         if source == edge["source"] and target == edge["target"]:
-            dot.edge(source, target, id=f"e{index}", **{"class": edge["kind"]},
-                     **EDGE_STYLE[edge["kind"]])
+            edges.append((source, target, {"id": f"e{index}", "class": edge["kind"],
+                                           **EDGE_STYLE[edge["kind"]]}))
         elif source != target and edge["kind"] != "saved" and (source, target) not in drawn:
             drawn.add((source, target))   # one edge per pair of boxes (or box and node)
-            dot.edge(source, target, id=f"b{index}", **{"class": "parent scope-edge"},
-                     **EDGE_STYLE["parent"])
+            edges.append((source, target, {"id": f"b{index}", "class": "parent scope-edge",
+                                           **EDGE_STYLE["parent"]}))
+    # A leaf feeding many boxes (a parameter shared along a chain) would pull every box towards
+    # itself, bending the chain into a staircase that changes with each click: its edges into
+    # boxes get no weight in the placement (they still rank the boxes after it).
+    leaves = {n["id"] for n in trace["nodes"] if n["type"] == "variable" and n.get("op") is None}
+    fan = Counter(source for source, _, attrs in edges
+                  if source in leaves and attrs["class"] == "parent scope-edge")
+    for source, target, attrs in edges:
+        if fan[source] > 2 and attrs["class"] == "parent scope-edge":
+            attrs["weight"] = "0"
+        dot.edge(source, target, **attrs)
     return dot.source
 
 

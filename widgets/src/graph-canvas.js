@@ -214,22 +214,28 @@ export class GraphCanvas {
   places() {
     const box = this.el.getBoundingClientRect();
     const out = new Map();
-    for (const [id, record] of this.nodes) {
-      const r = record.g.getBoundingClientRect();
+    const add = (id, g) => {
+      const r = g.getBoundingClientRect();
       out.set(id, { x: (r.left + r.right) / 2 - box.left, y: (r.top + r.bottom) / 2 - box.top });
-    }
+    };
+    for (const [id, record] of this.nodes) add(id, record.g);
+    for (const [id, g] of this.frames) add(id, g);
     return out;
   }
 
   /**
-   * After a new picture: scroll so that the nodes that were nearest the clicked one (and are
-   * still drawn) are seen where they were before (their median shift), so that what the reader
-   * was looking at stays put as far as the new layout allows.
+   * After a new picture: scroll so that the nodes that were nearest the clicked box or frame
+   * (and are still drawn) are seen where they were before (their median shift), so that what
+   * the reader was looking at stays put as far as the new layout allows. Nodes left of it come
+   * first: in a left-to-right graph they feed it, and opening a box pushes what comes after it
+   * to the right.
    */
   keepNear(before, clicked, near = 8) {
     const at = before && before.get(clicked);
     if (!at) return;
-    const kept = [...before].filter(([id]) => id !== clicked && this.nodes.has(id));
+    const all = [...before].filter(([id]) => id !== clicked && this.nodes.has(id));
+    const left = all.filter(([, p]) => p.x < at.x);
+    const kept = left.length ? left : all;
     kept.sort(([, a], [, b]) => Math.hypot(a.x - at.x, a.y - at.y) - Math.hypot(b.x - at.x, b.y - at.y));
     const now = this.places();
     const shifts = kept.slice(0, near).map(([id, p]) => [now.get(id).x - p.x, now.get(id).y - p.y]);
@@ -305,7 +311,8 @@ export function layoutAttributes(nodeCount, { folded = false } = {}) {
   // (defaults: seconds for 50 boxes; these bounds and straight edges: tens of milliseconds).
   // newrank: ranks over the whole graph, so that an opened box's frame stays after what feeds
   // it (ranked cluster by cluster, a frame could land at the far left, ahead of its inputs).
-  if (folded && nodeCount > 20) return { nslimit: "1", nslimit1: "1", mclimit: "0.1", remincross: "false", splines: "line", newrank: "true" };
+  // (nslimit 5 rather than 1: enough placement passes for a chain of boxes to come out straight.)
+  if (folded && nodeCount > 20) return { nslimit: "5", nslimit1: "1", mclimit: "0.1", remincross: "false", splines: "line", newrank: "true" };
   if (nodeCount <= 80) return {};
   // Network simplex (ranks, then x positions) and crossing minimisation explode on big graphs
   // with long edges (a parameter feeding ops all along a chain): a 466-node chain takes minutes

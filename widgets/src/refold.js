@@ -55,7 +55,8 @@ export function prepareScopes(trace, table, style) {
       parent[s] = d ? path[d - 1] : -1;
     });
   }
-  return { trace, table, style, number, members, pathOf, depth, parent };
+  const leaves = new Set(nodes.filter((n) => n.type === "variable" && (n.op === null || n.op === undefined)).map((n) => n.id));
+  return { trace, table, style, number, members, pathOf, depth, parent, leaves };
 }
 
 /**
@@ -131,17 +132,27 @@ export function refold(kit, expanded) {
   const out = [style.head, ...body.get(-1)];
   for (const s of children.get(-1) || []) for (const line of frameLines(s)) out.push(`\t${line}`);
   const drawn = new Set();
+  const edges = [];
   trace.edges.forEach((edge, index) => {
     if (edge.kind === "saved" && !style.show_saved) return;
     const source = where.get(edge.source);
     const target = where.get(edge.target);
     if (source === edge.source && target === edge.target) {
-      out.push(`\t${quote(source)} -> ${quote(target)}${attrList(null, { id: `e${index}`, class: edge.kind, ...style.edge[edge.kind] })}\n`);
+      edges.push([source, target, { id: `e${index}`, class: edge.kind, ...style.edge[edge.kind] }]);
     } else if (source !== target && edge.kind !== "saved" && !drawn.has(`${source} ${target}`)) {
       drawn.add(`${source} ${target}`); // one edge per pair of boxes (or box and node)
-      out.push(`\t${quote(source)} -> ${quote(target)}${attrList(null, { id: `b${index}`, class: "parent scope-edge", ...style.edge.parent })}\n`);
+      edges.push([source, target, { id: `b${index}`, class: "parent scope-edge", ...style.edge.parent }]);
     }
   });
+  // A leaf feeding more than two boxes: no weight on those edges (dot.py says why).
+  const fan = new Map();
+  for (const [source, , attrs] of edges) {
+    if (attrs.class === "parent scope-edge" && kit.leaves.has(source)) fan.set(source, (fan.get(source) || 0) + 1);
+  }
+  for (const [source, target, attrs] of edges) {
+    if ((fan.get(source) || 0) > 2 && attrs.class === "parent scope-edge") attrs.weight = "0";
+    out.push(`\t${quote(source)} -> ${quote(target)}${attrList(null, attrs)}\n`);
+  }
   out.push("}\n");
   const frames = [...shown].map((s) => FRAME + table.scopes[s]).sort();
   return { dot: out.join(""), folding: { boxes, frames, visible: nodesDrawn + found.size } };

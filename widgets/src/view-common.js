@@ -4,11 +4,13 @@ import { h } from "./dom.js";
 import { GraphCanvas, layoutAttributes } from "./graph-canvas.js";
 import { waitForEngine } from "./engine-client.js";
 import { count } from "./format.js";
-import { toggled } from "./scopes.js";
+import { BOX, indexFolding, toggled } from "./scopes.js";
+import { engineSlot } from "./engine-slot.js";
 import { prepareScopes, refold } from "./refold.js";
 
 export const ENGINE_TIMEOUT_MS = 20000;
 const LAYOUTS_KEPT = 8;
+const PREFETCH_AFTER_MS = 120; // how long the pointer rests on a box before its layout starts
 
 const EMPTY_TRACE = { schema: "minigrad-trace", version: 1, title: null, nodes: [], edges: [], arenas: [], blocks: [], events: [], frames: [], initial_frame: 0 };
 
@@ -46,22 +48,30 @@ export class FoldedDrawing {
   constructor(model) {
     this.model = model;
     this.kit = null;
-    this.made = null; // {key, drawing} for the last list of open scopes
+    this.made = new Map(); // the last few drawings, by their list of open scopes
   }
 
   now() {
+    const m = this.model;
+    return this.for(m.get("expanded") || []) || { dot: m.get("dot"), folding: m.get("folding") };
+  }
+
+  /** What would be drawn with the scopes in `expanded` open (null without a scope table). */
+  for(expanded) {
     const m = this.model;
     const table = m.get("scope_table");
     const trace = m.get("trace");
     if (!this.kit || this.kit.table !== table || this.kit.trace !== trace) {
       this.kit = prepareScopes(trace, table, table && table.style);
-      this.made = null;
+      this.made = new Map();
     }
-    if (!this.kit) return { dot: m.get("dot"), folding: m.get("folding") };
-    const expanded = m.get("expanded") || [];
+    if (!this.kit) return null;
     const key = expanded.join("\u0000");
-    if (!this.made || this.made.key !== key) this.made = { key, drawing: refold(this.kit, expanded) };
-    return this.made.drawing;
+    if (!this.made.has(key)) {
+      this.made.set(key, refold(this.kit, expanded));
+      if (this.made.size > 4) this.made.delete(this.made.keys().next().value);
+    }
+    return this.made.get(key);
   }
 }
 
@@ -95,20 +105,31 @@ const SLOW =
  * (anchored: after a click on a box or frame, which the pane keeps in place).
  */
 export class GraphPane {
-  constructor({ model, host, el, t0, badges = false, gradTags = false, onMounted, onInspect, onToggle }) {
+  constructor({ model, host, el, t0, badges = false, gradTags = false, onMounted, onInspect, onToggle, drawing = null }) {
     this.model = model;
     this.host = host;
     this.el = el;
     this.t0 = t0;
     this.options = { badges, gradTags };
     this.onMounted = onMounted || (() => {});
-    this.canvas = new GraphCanvas({ onInspect, onToggle: onToggle || ((id) => this.toggle(id)) });
+    this.drawing = drawing; // a FoldedDrawing: lets a box under the pointer be laid out ahead
+    this.restTimer = null;
+    this.prefetching = false;
+    const inspect = onInspect || (() => {});
+    this.canvas = new GraphCanvas({
+      onInspect: (id, how) => {
+        if (how === "hover") this.pointerOn(id);
+        inspect(id, how);
+      },
+      onToggle: onToggle || ((id) => this.toggle(id)),
+    });
     this.token = 0;
     this.dot = null;
     this.message = null;
     this.painted = false;
     this.anchor = null; // after a click on a box or frame: where to keep it in the next picture
-    // The last few layouts by DOT: closing a box brings back a picture already laid out.
+    // The last few layouts by DOT (promises): closing a box brings back a picture already laid
+    // out, and a box the pointer rests on is laid out before the click.
     this.layouts = new Map();
     this.disposed = false;
   }
@@ -131,6 +152,47 @@ export class GraphPane {
     this.anchor = { id, before: this.canvas.places() };
     this.model.set("expanded", expanded);
     this.model.save_changes();
+  }
+
+  /** The pointer rests on a box: lay out its opened picture now, so a click finds it ready. */
+  pointerOn(id) {
+    clearTimeout(this.restTimer);
+    if (!id || !id.startsWith(BOX) || !this.drawing) return;
+    this.restTimer = setTimeout(() => this.prefetch(id), PREFETCH_AFTER_MS);
+  }
+
+  async prefetch(id) {
+    const slot = engineSlot();
+    if (this.prefetching || this.disposed || !this.mounted || !slot.engine || slot.engine.mode === "failed") return;
+    const drawn = this.drawing.for(toggled(this.model.get("expanded"), id));
+    if (!drawn) return;
+    const fold = indexFolding(drawn.folding);
+    this.prefetching = true;
+    try {
+      await this.layout(slot.engine, drawn.dot, fold.visible || 0, fold.boxes.size > 0);
+    } catch (_) {
+      // (a click will try again and say what went wrong)
+    } finally {
+      this.prefetching = false;
+    }
+  }
+
+  /** Lay a DOT out, or take the layout kept (or being made) for it: {svg, ms, reused}. */
+  layout(engine, dot, nodeCount, folded) {
+    const graphAttributes = layoutAttributes(nodeCount, { folded });
+    const key = `${JSON.stringify(graphAttributes)}\n${dot}`;
+    let promise = this.layouts.get(key);
+    const reused = !!promise;
+    if (!promise) {
+      promise = engine.layout(dot, { graphAttributes, nodeCount });
+      promise.catch(() => {
+        if (this.layouts.get(key) === promise) this.layouts.delete(key);
+      });
+    }
+    this.layouts.delete(key);
+    this.layouts.set(key, promise);
+    if (this.layouts.size > LAYOUTS_KEPT) this.layouts.delete(this.layouts.keys().next().value);
+    return promise.then((result) => ({ svg: result.svg, ms: result.ms, reused }));
   }
 
   /** nodeCount: how many nodes the DOT draws (boxes count as one). */
@@ -183,13 +245,7 @@ export class GraphPane {
     if (!keep) canvas.showMessage(`Laying out ${count(nodeCount)} nodes…`, "loading");
     let result;
     try {
-      const graphAttributes = layoutAttributes(nodeCount, { folded });
-      const key = `${JSON.stringify(graphAttributes)}\n${dot}`;
-      result = this.layouts.get(key);
-      if (result) this.layouts.delete(key);
-      else result = { ...(await engine.layout(dot, { graphAttributes, nodeCount })), laidOut: true };
-      this.layouts.set(key, { svg: result.svg, ms: result.ms, laidOut: false });
-      if (this.layouts.size > LAYOUTS_KEPT) this.layouts.delete(this.layouts.keys().next().value);
+      result = await this.layout(engine, dot, nodeCount, folded);
     } catch (error) {
       if (token !== this.token || this.disposed) return;
       const text =
@@ -212,9 +268,9 @@ export class GraphPane {
       this.el.dataset.graph = "error";
       return;
     }
-    // (a picture laid out before: no Graphviz this time)
-    this.el.dataset.layoutMs = result.laidOut ? String(result.ms) : "0";
-    this.el.dataset.layoutReused = String(!result.laidOut);
+    // (a picture laid out before, or while the pointer rested on the box: no Graphviz now)
+    this.el.dataset.layoutMs = result.reused ? "0" : String(result.ms);
+    this.el.dataset.layoutReused = String(result.reused);
     this.el.dataset.drawnNodes = String(nodeCount);
     this.onMounted(canvas, { anchored: !!anchor });
     if (anchor) canvas.keepNear(anchor.before, anchor.id);
@@ -238,6 +294,7 @@ export class GraphPane {
 
   dispose() {
     this.disposed = true;
+    clearTimeout(this.restTimer);
     this.token++;
   }
 }

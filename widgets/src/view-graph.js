@@ -45,6 +45,7 @@ export function renderGraphView({ model, el, host }) {
     host,
     el,
     t0,
+    drawing,
     onInspect: (id, how) => {
       if (how === "click") pinned = id && id !== pinned ? id : null;
       else hovered = id;

@@ -57,6 +57,7 @@ class Stepper {
       host,
       el,
       t0: this.t0,
+      drawing: this.drawing,
       badges: true,
       gradTags: true,
       onInspect: (id, how) => {
