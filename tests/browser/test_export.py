@@ -210,3 +210,50 @@ def test_save_html_opens_and_closes_boxes_offline(offline, tmp_path, report_figu
     snap = wait_for(root, lambda s: "s:blocks.2" in s["ids"], "blocks.2 closed by its frame")
     assert len(snap["ids"]) == before
     view.assert_clean()
+
+
+def test_a_5000_node_page_opens_boxes_fast_and_keeps_the_rest_in_place(offline, tmp_path,
+                                                                       report_figure):
+    """The 5,000-node chain of the performance test, as a page with no kernel: opening a box
+    is the page's own work (DOT, layout, mount), and what is left of it keeps its place."""
+    import statistics
+
+    from test_widget_collapse import chain
+    from test_widgets import moved, positions
+
+    stepper = BackwardStepper(chain(2498))
+    path = save_html(stepper, tmp_path / "chain5k.html", finish=False)
+    view = offline(path)
+    root, _ = view.open()
+    snap = wait_for(root, lambda s: s["graph"] == "ready", "the collapsed 5,000-node chain")
+    boxes = [i for i in snap["ids"] if i.startswith("s:")]
+    assert len(boxes) == 50
+    opened, layouts = [], []
+    for box in (boxes[-1], boxes[len(boxes) // 2], boxes[10]):
+        root.locator(f'g.node[id="{box}"]').scroll_into_view_if_needed()
+        view.page.wait_for_timeout(200)
+        before = positions(root)
+        root.locator(f'g.node[id="{box}"]').click()
+        snap = wait_for(root, lambda s: box not in s["ids"] and "toggleMs" in s["dataset"],
+                        f"{box} opened")
+        opened.append(float(snap["dataset"]["toggleMs"]))
+        layouts.append(float(snap["dataset"]["layoutMs"]))
+        m = moved(before, positions(root), box)
+        report_figure(f"export, 5,000 nodes, opening {box[2:]} in {opened[-1]} ms: "
+                      f"{m['still']}/{m['kept']} kept their place on screen; left of it "
+                      f"{m['left']['together']}/{m['left']['n']} moved together by "
+                      f"{m['left']['by']} px, right of it {m['right']['together']}/"
+                      f"{m['right']['n']} by {m['right']['by']} px")
+        # what feeds the opened box (left of it) stays put; what follows moves as one piece
+        assert m["left"]["together"] >= m["left"]["n"] - 2 and abs(m["left"]["by"][0]) <= 2
+        assert m["right"]["together"] >= m["right"]["n"] - 2
+        root.locator(f'g.cluster[id="c:{box[2:]}"] > text').first.click()
+        snap = wait_for(root, lambda s: box in s["ids"] and "toggleMs" in s["dataset"],
+                        f"{box} closed")
+        back = moved(before, positions(root), box)
+        assert back["still"] >= back["kept"] - 2, back   # closing brings the picture back
+    report_figure(f"export, 5,000 nodes, no kernel: opening a box took "
+                  f"{statistics.median(opened)} ms (median of {opened}; layout "
+                  f"{statistics.median(layouts)} ms) (target 300)")
+    assert max(opened) <= 3000
+    view.assert_clean()

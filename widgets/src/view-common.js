@@ -10,7 +10,8 @@ import { prepareScopes, refold } from "./refold.js";
 
 export const ENGINE_TIMEOUT_MS = 20000;
 const LAYOUTS_KEPT = 8;
-const PREFETCH_AFTER_MS = 120; // how long the pointer rests on a box before its layout starts
+const PREFETCH_AFTER_MS = 120;
+const SAVE_WITHIN_MS = 1000; // how long the pointer rests on a box before its layout starts
 
 const EMPTY_TRACE = { schema: "minigrad-trace", version: 1, title: null, nodes: [], edges: [], arenas: [], blocks: [], events: [], frames: [], initial_frame: 0 };
 
@@ -115,6 +116,7 @@ export class GraphPane {
     this.drawing = drawing; // a FoldedDrawing: lets a box under the pointer be laid out ahead
     this.restTimer = null;
     this.prefetching = false;
+    this.saveTimer = null; // a click's `expanded`, not yet sent to the kernel
     const inspect = onInspect || (() => {});
     this.canvas = new GraphCanvas({
       onInspect: (id, how) => {
@@ -151,6 +153,16 @@ export class GraphPane {
     // scrolled so that the nodes near the clicked box or frame do not move (GraphCanvas.keepNear).
     this.anchor = { id, before: this.canvas.places() };
     this.model.set("expanded", expanded);
+    // The kernel hears of it once the new picture is on the page (at the latest after
+    // SAVE_WITHIN_MS): its own redraw of `dot` then does not compete with the layout here.
+    clearTimeout(this.saveTimer);
+    this.saveTimer = setTimeout(() => this.saveNow(), SAVE_WITHIN_MS);
+  }
+
+  saveNow() {
+    if (this.saveTimer === null) return;
+    clearTimeout(this.saveTimer);
+    this.saveTimer = null;
     this.model.save_changes();
   }
 
@@ -181,18 +193,21 @@ export class GraphPane {
   layout(engine, dot, nodeCount, folded) {
     const graphAttributes = layoutAttributes(nodeCount, { folded });
     const key = `${JSON.stringify(graphAttributes)}\n${dot}`;
-    let promise = this.layouts.get(key);
-    const reused = !!promise;
-    if (!promise) {
-      promise = engine.layout(dot, { graphAttributes, nodeCount });
-      promise.catch(() => {
-        if (this.layouts.get(key) === promise) this.layouts.delete(key);
-      });
+    let kept = this.layouts.get(key);
+    // reused: laid out before this was asked for (still running: waited for, not reused)
+    const reused = !!kept && kept.done;
+    if (!kept) {
+      kept = { done: false, promise: engine.layout(dot, { graphAttributes, nodeCount }) };
+      const entry = kept;
+      entry.promise.then(
+        () => (entry.done = true),
+        () => this.layouts.get(key) === entry && this.layouts.delete(key),
+      );
     }
     this.layouts.delete(key);
-    this.layouts.set(key, promise);
+    this.layouts.set(key, kept);
     if (this.layouts.size > LAYOUTS_KEPT) this.layouts.delete(this.layouts.keys().next().value);
-    return promise.then((result) => ({ svg: result.svg, ms: result.ms, reused }));
+    return kept.promise.then((result) => ({ svg: result.svg, ms: result.ms, reused }));
   }
 
   /** nodeCount: how many nodes the DOT draws (boxes count as one). */
@@ -282,6 +297,7 @@ export class GraphPane {
       delete this.el.dataset.toggledAt;
       afterPaint(() => {
         if (!this.disposed) this.el.dataset.toggleMs = (now() - since).toFixed(1);
+        this.saveNow();
       });
     }
     if (!this.painted) {
@@ -293,6 +309,7 @@ export class GraphPane {
   }
 
   dispose() {
+    this.saveNow();
     this.disposed = true;
     clearTimeout(this.restTimer);
     this.token++;
