@@ -65,13 +65,6 @@ def all_scopes(paths: dict) -> list[str]:
     return sorted(seen, key=seen.__getitem__)
 
 
-def depth_of(scope: str, paths: dict) -> int:
-    for path in paths.values():
-        if scope in path:
-            return path.index(scope)
-    raise KeyError(scope)
-
-
 def representative(path: tuple[str, ...], node_id: str, opened: set) -> str:
     """What a node is drawn as: itself, or the box of the outermost closed scope on its path."""
     for scope in path:

@@ -93,6 +93,14 @@ def to_dot(trace: dict, *, show_saved: bool = True, fold: dict | None = None) ->
             label=_label(scope, f"{len(box['members'])} nodes, {box['ops']} ops", kind),
             id=box_id, group=box_group(around), **{"class": "scope"}, **STYLE["scope"])
     _attach_frames(dot, frames, paths)
+    for source, target, attrs in _edges(trace, where, show_saved):
+        dot.edge(source, target, **attrs)
+    return dot.source
+
+
+def _edges(trace: dict, where: dict, show_saved: bool) -> list:
+    """(source, target, attributes) of every edge drawn: the trace's own between nodes drawn as
+    themselves, and one per pair of boxes (or box and node) that some parent edge joins."""
     drawn, edges = set(), []
     for index, edge in enumerate(trace["edges"]):
         if edge["kind"] == "saved" and not show_saved:
@@ -102,7 +110,7 @@ def to_dot(trace: dict, *, show_saved: bool = True, fold: dict | None = None) ->
             edges.append((source, target, {"id": f"e{index}", "class": edge["kind"],
                                            **EDGE_STYLE[edge["kind"]]}))
         elif source != target and edge["kind"] != "saved" and (source, target) not in drawn:
-            drawn.add((source, target))   # one edge per pair of boxes (or box and node)
+            drawn.add((source, target))
             edges.append((source, target, {"id": f"b{index}", "class": "parent scope-edge",
                                            **EDGE_STYLE["parent"]}))
     # A leaf feeding many boxes (a parameter shared along a chain) would pull every box towards
@@ -111,11 +119,10 @@ def to_dot(trace: dict, *, show_saved: bool = True, fold: dict | None = None) ->
     leaves = {n["id"] for n in trace["nodes"] if n["type"] == "variable" and n.get("op") is None}
     fan = Counter(source for source, _, attrs in edges
                   if source in leaves and attrs["class"] == "parent scope-edge")
-    for source, target, attrs in edges:
+    for source, _, attrs in edges:
         if fan[source] > 2 and attrs["class"] == "parent scope-edge":
             attrs["weight"] = "0"
-        dot.edge(source, target, **attrs)
-    return dot.source
+    return edges
 
 
 def box_group(around: str | None) -> str:
