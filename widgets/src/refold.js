@@ -33,7 +33,8 @@ function label(...parts) {
 
 /**
  * Tables for refold(), built once per trace: each node's path (scope numbers, outermost
- * first) and each scope's members in creation order. null when the graph has no scopes.
+ * first), each scope's members in creation order and the scope around it, and the leaves.
+ * null when the graph has no scopes.
  */
 export function prepareScopes(trace, table, style) {
   if (!table || !Array.isArray(table.scopes) || !table.scopes.length || !style || !style.head) return null;
@@ -47,16 +48,14 @@ export function prepareScopes(trace, table, style) {
     pathOf.set(node.id, path);
     for (const s of path) members[s].push(node.id);
   });
-  const depth = new Array(table.scopes.length).fill(0);
   const parent = new Array(table.scopes.length).fill(-1);
   for (const path of table.paths) {
     path.forEach((s, d) => {
-      depth[s] = d;
       parent[s] = d ? path[d - 1] : -1;
     });
   }
   const leaves = new Set(nodes.filter((n) => n.type === "variable" && (n.op === null || n.op === undefined)).map((n) => n.id));
-  return { trace, table, style, number, members, pathOf, depth, parent, leaves };
+  return { trace, table, style, number, members, pathOf, parent, leaves };
 }
 
 /**
