@@ -56,19 +56,13 @@ def automatic_runs(trace: dict, budget: int) -> dict[str, tuple[str, ...]]:
 
 
 def all_scopes(paths: dict) -> list[str]:
-    """Every scope, outermost first, in the order their first node was made."""
-    seen = {}
+    """Every scope, outermost first, in the order their first node was made (a scope's place in
+    this list names its box and frame in the DOT, so a name never changes with what is open)."""
+    seen: dict[str, tuple[int, int]] = {}
     for path in paths.values():
-        for scope in path:
-            seen.setdefault(scope, len(seen))
-    return sorted(seen, key=lambda s: (depth_of(s, paths), seen[s]))
-
-
-def depth_of(scope: str, paths: dict) -> int:
-    for path in paths.values():
-        if scope in path:
-            return path.index(scope)
-    raise KeyError(scope)
+        for depth, scope in enumerate(path):
+            seen.setdefault(scope, (depth, len(seen)))
+    return sorted(seen, key=seen.__getitem__)
 
 
 def representative(path: tuple[str, ...], node_id: str, opened: set) -> str:
@@ -160,18 +154,22 @@ def boxes(trace: dict, paths: dict, opened: set) -> dict:
             border = found[where[source]]["border"]
             if nodes[source]["op"] not in border:
                 border.append(nodes[source]["op"])
-    signature = {box_id: tuple(sorted(Counter(nodes[m]["name"] if nodes[m]["type"] == "op"
-                                              else "var" for m in box["members"]).items()))
-                 for box_id, box in found.items()}
-    counts = Counter(signature.values())
+    signatures = {box_id: signature(nodes, box["members"]) for box_id, box in found.items()}
+    counts = Counter(signatures.values())
     letters: dict = {}
     for box_id, box in found.items():
-        alike = counts[signature[box_id]]
-        if alike > 1 and signature[box_id] not in letters:
-            letters[signature[box_id]] = chr(ord("A") + len(letters) % 26)
-        box["kind"] = letters.get(signature[box_id])
+        alike = counts[signatures[box_id]]
+        if alike > 1 and signatures[box_id] not in letters:
+            letters[signatures[box_id]] = chr(ord("A") + len(letters) % 26)
+        box["kind"] = letters.get(signatures[box_id])
         box["alike"] = alike
     return found
+
+
+def signature(nodes: dict, members: list) -> tuple:
+    """What a box holds, as a multiset of op names (and how many variables)."""
+    return tuple(sorted(Counter(nodes[m]["name"] if nodes[m]["type"] == "op" else "var"
+                                for m in members).items()))
 
 
 def folding(trace: dict, budget: int, expand=(), opened: set | None = None,
@@ -185,3 +183,35 @@ def folding(trace: dict, budget: int, expand=(), opened: set | None = None,
             opened = open_with_parents(paths, opened, scope)
     return {"paths": paths, "opened": opened, "boxes": boxes(trace, paths, opened),
             "visible": visible_count(paths, opened)}
+
+
+def scope_table(trace: dict, paths: dict) -> dict:
+    """Everything the page needs to draw any choice of open scopes without asking Python (the
+    `scope_table` trait; widgets/src/refold.js): the scopes (outermost first), each node's path
+    as indexes into them (paths[path_of[k]] for the k-th trace node; equal paths are listed
+    once), and per scope what does not depend on what is open: its op count, its border ops
+    and the signature of its content (equal signatures: boxes of one kind)."""
+    if not any(paths.values()):
+        return {}
+    scopes = all_scopes(paths)
+    number = {scope: k for k, scope in enumerate(scopes)}
+    unique: dict[tuple, int] = {(): 0}
+    path_of = [unique.setdefault(paths[n["id"]], len(unique)) for n in trace["nodes"]]
+    every = {}   # a box per scope: close the outermost ones, then one level deeper each time
+    opened: set[str] = set()
+    while len(every) < len(scopes):
+        level = boxes(trace, paths, opened)
+        every.update(level)
+        opened |= {box["scope"] for box in level.values()}
+    signatures: dict = {}
+    nodes = {n["id"]: n for n in trace["nodes"]}
+    for scope in scopes:
+        key = signature(nodes, every[BOX + scope]["members"])
+        signatures.setdefault(key, len(signatures))
+        every[BOX + scope]["signature"] = signatures[key]
+    return {"scopes": scopes,
+            "paths": [[number[s] for s in path] for path in unique],
+            "path_of": path_of,
+            "ops": [every[BOX + s]["ops"] for s in scopes],
+            "border": [every[BOX + s]["border"] for s in scopes],
+            "signature": [every[BOX + s]["signature"] for s in scopes]}

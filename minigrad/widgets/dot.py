@@ -5,9 +5,11 @@ the browser can restyle the drawn SVG step by step without laying it out again.
 """
 from __future__ import annotations
 
+from collections import Counter
+
 import graphviz
 
-from .collapse import FRAME, depth_of, representative
+from .collapse import BOX, FRAME, all_scopes, representative
 
 STYLE = {
     "param": {"shape": "box", "style": "filled,rounded", "fillcolor": "#fde68a"},
@@ -35,18 +37,38 @@ def _shape(shape: list) -> str:
     return "x".join(str(n) for n in shape) or "scalar"
 
 
+FRAME_STYLE = {"class": "scope-frame", "style": "rounded,dashed", "color": "#9ca3af",
+               "fontsize": "10", "fontname": "Helvetica", "labeljust": "l"}
+
+
+def _digraph():
+    return graphviz.Digraph(graph_attr={"rankdir": "LR", "nodesep": "0.25", "ranksep": "0.35",
+                                        "fontname": "Helvetica", "bgcolor": "transparent"},
+                            node_attr={"fontname": "Helvetica", "fontsize": "11",
+                                       "height": "0.3"},
+                            edge_attr={"arrowsize": "0.6"})
+
+
+def dot_style(show_saved: bool = True) -> dict:
+    """The DOT's fixed parts, for the page to write the same DOT for other open scopes
+    (widgets/src/refold.js): its first lines, and the attributes of each kind of element."""
+    head = _digraph().source
+    return {"head": head[:head.rindex("}")], "node": STYLE, "edge": EDGE_STYLE,
+            "frame": FRAME_STYLE, "show_saved": show_saved}
+
+
 def to_dot(trace: dict, *, show_saved: bool = True, fold: dict | None = None) -> str:
     """The trace's variables and ops as a left-to-right Graphviz digraph; with fold
-    (collapse.folding), closed scopes are drawn as one box each and open ones as frames."""
-    dot = graphviz.Digraph(graph_attr={"rankdir": "LR", "nodesep": "0.25", "ranksep": "0.35",
-                                       "fontname": "Helvetica", "bgcolor": "transparent"},
-                           node_attr={"fontname": "Helvetica", "fontsize": "11", "height": "0.3"},
-                           edge_attr={"arrowsize": "0.6"})
+    (collapse.folding), closed scopes are drawn as one box each and open ones as frames.
+    Boxes and frames are named and written in one fixed order (collapse.all_scopes), whatever
+    is open, so that Graphviz places the rest alike after a box is opened or closed."""
+    dot = _digraph()
     paths = fold["paths"] if fold else {}
     opened = fold["opened"] if fold else set()
-    frames = _frames(paths, opened) if fold else {}
+    order = all_scopes(paths) if fold else []
+    frames = _frames(order, opened)
     # DOT names of boxes: "s:..." would read as a node and a port in an edge; ids keep "s:".
-    names = {box_id: f"box{k}" for k, box_id in enumerate(fold["boxes"] if fold else ())}
+    names = {BOX + scope: f"box{k}" for k, scope in enumerate(order)}
     where = {}
     for node in trace["nodes"]:
         path = paths.get(node["id"], ())
@@ -69,33 +91,53 @@ def to_dot(trace: dict, *, show_saved: bool = True, fold: dict | None = None) ->
         (frames[around] if around else dot).node(
             names[box_id],
             label=_label(scope, f"{len(box['members'])} nodes, {box['ops']} ops", kind),
-            id=box_id, **{"class": "scope"}, **STYLE["scope"])
+            id=box_id, group=box_group(around), **{"class": "scope"}, **STYLE["scope"])
     _attach_frames(dot, frames, paths)
-    drawn = set()
+    for source, target, attrs in _edges(trace, where, show_saved):
+        dot.edge(source, target, **attrs)
+    return dot.source
+
+
+def _edges(trace: dict, where: dict, show_saved: bool) -> list:
+    """(source, target, attributes) of every edge drawn: the trace's own between nodes drawn as
+    themselves, and one per pair of boxes (or box and node) that some parent edge joins."""
+    drawn, edges = set(), []
     for index, edge in enumerate(trace["edges"]):
         if edge["kind"] == "saved" and not show_saved:
             continue
         source, target = where[edge["source"]], where[edge["target"]]
         if source == edge["source"] and target == edge["target"]:
-            dot.edge(source, target, id=f"e{index}", **{"class": edge["kind"]},
-                     **EDGE_STYLE[edge["kind"]])
+            edges.append((source, target, {"id": f"e{index}", "class": edge["kind"],
+                                           **EDGE_STYLE[edge["kind"]]}))
         elif source != target and edge["kind"] != "saved" and (source, target) not in drawn:
-            drawn.add((source, target))   # one edge per pair of boxes (or box and node)
-            dot.edge(source, target, id=f"b{index}", **{"class": "parent scope-edge"},
-                     **EDGE_STYLE["parent"])
-    return dot.source
+            drawn.add((source, target))
+            edges.append((source, target, {"id": f"b{index}", "class": "parent scope-edge",
+                                           **EDGE_STYLE["parent"]}))
+    # A leaf feeding many boxes (a parameter shared along a chain) would pull every box towards
+    # itself, bending the chain into a staircase that changes with each click: its edges into
+    # boxes get no weight in the placement (they still rank the boxes after it).
+    leaves = {n["id"] for n in trace["nodes"] if n["type"] == "variable" and n.get("op") is None}
+    fan = Counter(source for source, _, attrs in edges
+                  if source in leaves and attrs["class"] == "parent scope-edge")
+    for source, _, attrs in edges:
+        if fan[source] > 2 and attrs["class"] == "parent scope-edge":
+            attrs["weight"] = "0"
+    return edges
 
 
-def _frames(paths: dict, opened: set) -> dict:
+def box_group(around: str | None) -> str:
+    """The boxes side by side in one frame (or at the top level) form one Graphviz group: dot
+    keeps their chain straight, so opening one box shifts the boxes after it but does not
+    reshuffle the rest (bounded layouts otherwise draw a chain of boxes as a staircase that
+    changes shape with every click)."""
+    return f"boxes in {around}" if around else "boxes"
+
+
+def _frames(order: list, opened: set) -> dict:
     """scope -> a cluster subgraph, for every open scope (its frame: click it to close)."""
-    frames = {}
-    for scope in opened:
-        frames[scope] = graphviz.Digraph(
-            name=f"cluster_{len(frames)}",
-            graph_attr={"label": scope, "id": FRAME + scope, "class": "scope-frame",
-                        "style": "rounded,dashed", "color": "#9ca3af", "fontsize": "10",
-                        "fontname": "Helvetica", "labeljust": "l"})
-    return frames
+    return {scope: graphviz.Digraph(name=f"cluster_{k}", graph_attr={
+                "label": scope, "id": FRAME + scope, **FRAME_STYLE})
+            for k, scope in enumerate(order) if scope in opened}
 
 
 def _attach_frames(dot, frames: dict, paths: dict) -> None:
@@ -105,6 +147,7 @@ def _attach_frames(dot, frames: dict, paths: dict) -> None:
     for path in paths.values():
         for k, scope in enumerate(path):
             around[scope] = path[k - 1] if k else None
-    for scope in sorted(frames, key=lambda s: -depth_of(s, paths)):
+    depth = {scope: k for path in paths.values() for k, scope in enumerate(path)}
+    for scope in sorted(frames, key=lambda s: -depth[s]):
         parent = around.get(scope)
         (frames[parent] if parent in frames else dot).subgraph(frames[scope])

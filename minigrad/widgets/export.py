@@ -50,7 +50,8 @@ def save_html(widget, path, *, finish: bool = True) -> pathlib.Path:
     trace = widget.current_trace
     data = {"widget": kind, "trace": trace, "dot": widget.dot, "options": widget.options,
             "message": widget.message, "folding": getattr(widget, "folding", {}),
-            "expanded": getattr(widget, "expanded", [])}
+            "expanded": getattr(widget, "expanded", []),
+            "scope_table": getattr(widget, "scope_table", {})}
     # JSON inside <script>: "</" would end the element early, so escape every "<".
     text = json.dumps(data).replace("<", "\\u003c")
     # (a tape page needs no Graphviz: its own script is ~5% of the size)

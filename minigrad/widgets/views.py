@@ -11,16 +11,21 @@ from ..trace import Recorder
 from ..variable import Variable
 from ._base import TraceWidget
 from .collapse import (FRAME, NODE_BUDGET as MAX_NODES, close_with_children, folding,
-                       open_with_parents, without_orphans)
-from .dot import to_dot
+                       open_with_parents, scope_table, without_orphans)
+from .dot import dot_style, to_dot
 
 
 class Folding(TraceWidget):
     """What a graph view shares about scopes: which are open (`expanded`, synced: a click on a
-    box or a frame in the page changes it), and the DOT and box table drawn from that."""
+    box or a frame in the page changes it), and the DOT and box table drawn from that.
+
+    `scope_table` (sent once) lets the page draw any choice of open scopes itself, so a click
+    redraws without waiting for the kernel; the kernel still follows `expanded` and keeps `dot`
+    and `folding` equal to what the page draws (widgets/src/refold.js writes the same text)."""
 
     expanded = traitlets.List(traitlets.Unicode()).tag(sync=True)
     folding = traitlets.Dict().tag(sync=True)
+    scope_table = traitlets.Dict().tag(sync=True)
 
     def _fold(self, trace: dict, show_saved: bool, max_nodes: int, expand=()) -> dict:
         """The DOT and box table for the default opening (small graphs open fully, big ones
@@ -30,8 +35,12 @@ class Folding(TraceWidget):
         self._fold_trace, self._fold_saved, self._fold_budget = trace, show_saved, max_nodes
         fold = folding(trace, max_nodes, expand)
         self._fold_paths, self._fold_opened = fold["paths"], fold["opened"]
+        table = scope_table(trace, fold["paths"])
+        if table:
+            table["style"] = dot_style(show_saved)
         return {"dot": to_dot(trace, show_saved=show_saved, fold=fold), "message": "",
-                "traits": {"expanded": sorted(fold["opened"]), "folding": _folding_trait(fold)}}
+                "traits": {"expanded": sorted(fold["opened"]), "folding": _folding_trait(fold),
+                           "scope_table": table}}
 
     def expand(self, scope: str) -> None:
         """Draw the nodes of `scope` (e.g. "layer2", "blocks.3") instead of its box."""

@@ -169,3 +169,91 @@ def test_save_html_keeps_user_text_as_text(offline, tmp_path):
     # the page's own three <script> elements (data, bundle, mount) and nothing else
     assert counts == {"img": 0, "scripts": 3}, counts
     view.assert_clean()
+
+
+def test_save_html_opens_and_closes_boxes_offline(offline, tmp_path, report_figure):
+    """A collapsed stepper's page opens a box and closes its frame with no kernel (the page
+    folds the DOT itself from the scope table the export carries)."""
+    rng = np.random.default_rng(0)
+    h = mg.create_leaf(rng.normal(size=(2, 3)), name="x")
+    for i in range(8):
+        with mg.name_scope(f"blocks.{i}"):
+            W = mg.create_leaf(rng.normal(size=(3, 3)) * 0.5, requires_grad=True, name="W")
+            h = (h @ W).tanh()
+    stepper = BackwardStepper((h * h).sum(), max_nodes=20, title="boxes offline")
+    path = save_html(stepper, tmp_path / "boxes.html")
+    view = offline(path)
+    root, _ = view.open()
+    snap = wait_for(root, lambda s: s["graph"] == "ready", "the exported boxes")
+    assert sorted(i for i in snap["ids"] if i.startswith("s:")) == \
+        sorted(f"s:blocks.{i}" for i in range(8))
+    before = len(snap["ids"])
+    # back to the start of the replay, then a box opened by a click: its 5 nodes drawn
+    click(root, "first")
+    wait_for(root, lambda s: s["frame"] == 0, "first")
+    root.locator('g.node[id="s:blocks.2"]').click()
+    snap = wait_for(root, lambda s: "s:blocks.2" not in s["ids"] and s["graph"] == "ready",
+                    "blocks.2 opened offline")
+    assert root.locator('g.cluster[id="c:blocks.2"]').count() == 1
+    inside = [n["id"] for n in stepper.trace["nodes"] if n["scope"] == ["blocks.2"]]
+    assert len(inside) == 5 and set(inside) <= set(snap["ids"])   # W, matmul, tanh, outputs
+    assert len(snap["ids"]) == before - 1 + 5
+    report_figure(f"export: a box opened offline in {snap['dataset'].get('toggleMs')} ms "
+                  f"(layout {snap['dataset'].get('layoutMs')} ms)")
+    # stepping still names the real nodes, now drawn: play to the end, the box's ops are done
+    click(root, "last")
+    snap = wait_for(root, lambda s: s["frame"] == len(stepper.trace["frames"]) - 1, "last")
+    ops_inside = [i for i in inside if i.startswith("f")]
+    assert set(ops_inside) <= set(snap["done"])
+    # its frame closes it again
+    root.locator('g.cluster[id="c:blocks.2"] > text').first.click()
+    snap = wait_for(root, lambda s: "s:blocks.2" in s["ids"], "blocks.2 closed by its frame")
+    assert len(snap["ids"]) == before
+    view.assert_clean()
+
+
+def test_a_5000_node_page_opens_boxes_fast_and_keeps_the_rest_in_place(offline, tmp_path,
+                                                                       report_figure):
+    """The 5,000-node chain of the performance test, as a page with no kernel: opening a box
+    is the page's own work (DOT, layout, mount), and what is left of it keeps its place."""
+    import statistics
+
+    from test_widget_collapse import chain
+    from test_widgets import moved, positions
+
+    stepper = BackwardStepper(chain(2498))
+    path = save_html(stepper, tmp_path / "chain5k.html", finish=False)
+    view = offline(path)
+    root, _ = view.open()
+    snap = wait_for(root, lambda s: s["graph"] == "ready", "the collapsed 5,000-node chain")
+    boxes = [i for i in snap["ids"] if i.startswith("s:")]
+    assert len(boxes) == 50
+    opened, layouts = [], []
+    for box in (boxes[-1], boxes[len(boxes) // 2], boxes[10]):
+        root.locator(f'g.node[id="{box}"]').scroll_into_view_if_needed()
+        view.page.wait_for_timeout(200)
+        before = positions(root)
+        root.locator(f'g.node[id="{box}"]').click()
+        snap = wait_for(root, lambda s: box not in s["ids"] and "toggleMs" in s["dataset"],
+                        f"{box} opened")
+        opened.append(float(snap["dataset"]["toggleMs"]))
+        layouts.append(float(snap["dataset"]["layoutMs"]))
+        m = moved(before, positions(root), box)
+        report_figure(f"export, 5,000 nodes, opening {box[2:]} in {opened[-1]} ms: "
+                      f"{m['still']}/{m['kept']} kept their place on screen; left of it "
+                      f"{m['left']['together']}/{m['left']['n']} moved together by "
+                      f"{m['left']['by']} px, right of it {m['right']['together']}/"
+                      f"{m['right']['n']} by {m['right']['by']} px")
+        # what feeds the opened box (left of it) stays put; what follows moves as one piece
+        assert m["left"]["together"] >= m["left"]["n"] - 2 and abs(m["left"]["by"][0]) <= 2
+        assert m["right"]["together"] >= m["right"]["n"] - 2
+        root.locator(f'g.cluster[id="c:{box[2:]}"] > text').first.click()
+        snap = wait_for(root, lambda s: box in s["ids"] and "toggleMs" in s["dataset"],
+                        f"{box} closed")
+        back = moved(before, positions(root), box)
+        assert back["still"] >= back["kept"] - 2, back   # closing brings the picture back
+    report_figure(f"export, 5,000 nodes, no kernel: opening a box took "
+                  f"{statistics.median(opened)} ms (median of {opened}; layout "
+                  f"{statistics.median(layouts)} ms) (target 300)")
+    assert max(opened) <= 3000
+    view.assert_clean()

@@ -53,3 +53,22 @@ def test_lesson_runs_in_jupyterlab_with_its_widgets_drawn(lesson, lab, page,
         }""", arg=expected, timeout=60_000)
     assert_no_console_errors(browser_log)
     assert_all_requests_local(browser_log)
+    if lesson.stem == "07_arenas_and_batches":
+        leaked_total_drawn_collapsed(page)
+
+
+def leaked_total_drawn_collapsed(page) -> None:
+    """Lesson 07's leak: one box per step (kind A, x7) and the last step open; a click opens
+    another step in the page, its frame closes it."""
+    leak = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .mg-graphview").filter(
+        has=page.locator('g.cluster[id="c:step 7"]'))
+    assert leak.count() == 1
+    boxes = leak.locator("g.node.scope")
+    assert sorted(boxes.evaluate_all("gs => gs.map(g => g.id)")) == \
+        [f"s:step {i}" for i in range(7)]
+    assert leak.locator("g.node.scope text").all_text_contents().count("kind A (x7)") == 7
+    leak.locator('g.node[id="s:step 3"]').click()
+    leak.locator('g.cluster[id="c:step 3"]').wait_for(timeout=30_000)
+    assert leak.locator("g.node.scope").count() == 6
+    leak.locator('g.cluster[id="c:step 3"] > text').first.click()
+    leak.locator('g.node[id="s:step 3"]').wait_for(timeout=30_000)

@@ -47,13 +47,15 @@ def test_scopes_are_boxes_that_open_and_close(lab, page, browser_log):
              "the inspector on a box")
     # a click opens the box in place: its nodes appear in a frame, the other boxes stay
     view.locator('g.node[id="s:blocks.5"]').click()
-    snap = wait_for(view, lambda s: "s:blocks.5" not in s["ids"] and s["graph"] == "ready",
-                    "blocks.5 opened")
+    # (the page draws it at once; the kernel hears of it right after the picture is painted)
+    snap = wait_for(view, lambda s: "s:blocks.5" not in s["ids"] and s["graph"] == "ready"
+                    and "toggleMs" in s["dataset"], "blocks.5 opened")
     assert len(boxes(snap)) == 11 and view.locator('g.cluster[id="c:blocks.5"]').count() == 1
     assert kernel_json(nb, "print(_json.dumps(view.expanded))") == ["blocks.5"]
     # a click on its frame closes it again
     view.locator('g.cluster[id="c:blocks.5"] > text').first.click()
-    wait_for(view, lambda s: "s:blocks.5" in s["ids"], "blocks.5 closed by its frame")
+    wait_for(view, lambda s: "s:blocks.5" in s["ids"] and "toggleMs" in s["dataset"],
+             "blocks.5 closed by its frame")
     assert kernel_json(nb, "print(_json.dumps(view.expanded))") == []
 
     # -- BackwardStepper: expand= from Python, stepping into a closed box ---------------------

@@ -84,7 +84,7 @@ export class GraphCanvas {
    * from (labels for accessibility); badges / gradTags: add pending-count badges to ops and
    * gradient tags to variables (the stepper).
    */
-  mount(svgText, index, { badges = false, gradTags = false } = {}) {
+  mount(svgText, index, { badges = false, gradTags = false, keepScale = false } = {}) {
     const doc = new DOMParser().parseFromString(svgText, "image/svg+xml");
     const root = doc.documentElement;
     if (!root || root.localName !== "svg" || doc.getElementsByTagName("parsererror").length) {
@@ -199,9 +199,50 @@ export class GraphCanvas {
     this.nodes = nodes;
     this.edges = edges;
     this.frames = frames;
-    this.applyZoom(this.boxWidth);
+    if (keepScale && this.fit === "auto") {
+      // (a box opened or closed: the same scale as before, so that the rest keeps its size)
+      this.fit = false;
+      this.applyZoom();
+      this.fit = "auto";
+    } else this.applyZoom(this.boxWidth);
     this.el.replaceChildren(svg);
     return this;
+  }
+
+  /** Where each node and box is in the picture's box as seen now: id -> {x, y} (its centre,
+   * in pixels from the box's top left corner). */
+  places() {
+    const box = this.el.getBoundingClientRect();
+    const out = new Map();
+    const add = (id, g) => {
+      const r = g.getBoundingClientRect();
+      out.set(id, { x: (r.left + r.right) / 2 - box.left, y: (r.top + r.bottom) / 2 - box.top });
+    };
+    for (const [id, record] of this.nodes) add(id, record.g);
+    for (const [id, g] of this.frames) add(id, g);
+    return out;
+  }
+
+  /**
+   * After a new picture: scroll so that the nodes that were nearest the clicked box or frame
+   * (and are still drawn) are seen where they were before (their median shift), so that what
+   * the reader was looking at stays put as far as the new layout allows. Nodes left of it come
+   * first: in a left-to-right graph they feed it, and opening a box pushes what comes after it
+   * to the right.
+   */
+  keepNear(before, clicked, near = 8) {
+    const at = before && before.get(clicked);
+    if (!at) return;
+    const all = [...before].filter(([id]) => id !== clicked && this.nodes.has(id));
+    const left = all.filter(([, p]) => p.x < at.x);
+    const kept = left.length ? left : all;
+    kept.sort(([, a], [, b]) => Math.hypot(a.x - at.x, a.y - at.y) - Math.hypot(b.x - at.x, b.y - at.y));
+    const now = this.places();
+    const shifts = kept.slice(0, near).map(([id, p]) => [now.get(id).x - p.x, now.get(id).y - p.y]);
+    if (!shifts.length) return;
+    const median = (values) => values.sort((a, b) => a - b)[Math.floor(values.length / 2)];
+    this.el.scrollLeft += median(shifts.map((d) => d[0]));
+    this.el.scrollTop += median(shifts.map((d) => d[1]));
   }
 
   _inspect(event, how) {
@@ -268,7 +309,10 @@ export class GraphCanvas {
 export function layoutAttributes(nodeCount, { folded = false } = {}) {
   // A collapsed graph: a few boxes, but a parameter shared along a chain has an edge into each
   // (defaults: seconds for 50 boxes; these bounds and straight edges: tens of milliseconds).
-  if (folded && nodeCount > 20) return { nslimit: "1", nslimit1: "1", mclimit: "0.1", remincross: "false", splines: "line" };
+  // newrank: ranks over the whole graph, so that an opened box's frame stays after what feeds
+  // it (ranked cluster by cluster, a frame could land at the far left, ahead of its inputs).
+  // (nslimit 5 rather than 1: enough placement passes for a chain of boxes to come out straight.)
+  if (folded && nodeCount > 20) return { nslimit: "5", nslimit1: "1", mclimit: "0.1", remincross: "false", splines: "line", newrank: "true" };
   if (nodeCount <= 80) return {};
   // Network simplex (ranks, then x positions) and crossing minimisation explode on big graphs
   // with long edges (a parameter feeding ops all along a chain): a 466-node chain takes minutes

@@ -2,7 +2,9 @@
 // engine and the three views, and runs them with a FakeModel:
 //
 //   window.minigrad.mount(el, {widget: "graph" | "stepper" | "memory" | "tape", trace, dot, options,
-//                              message, frame})  ->  {model, destroy()}
+//                              message, frame, folding, expanded, scope_table})  ->  {model, destroy()}
+//
+// With a scope_table, a click on a box or a frame opens or closes it here (refold.js): no kernel.
 import { FakeModel } from "./fake-model.js";
 import { engineSlot } from "./engine-slot.js";
 import { startEngine } from "./engine-core.js";
@@ -25,7 +27,7 @@ function ensureEngine() {
   return slot;
 }
 
-function mount(el, { widget = "graph", trace = null, dot = "", options = {}, message = "", frame, live = false, folding = {}, expanded = [] } = {}) {
+function mount(el, { widget = "graph", trace = null, dot = "", options = {}, message = "", frame, live = false, folding = {}, expanded = [], scope_table = {} } = {}) {
   const render = VIEWS[widget];
   if (!render) throw new Error(`minigrad.mount: unknown widget ${JSON.stringify(widget)} (graph, stepper, memory, tape or aot)`);
   if (!el || typeof el.appendChild !== "function") throw new Error("minigrad.mount: el must be an element");
@@ -37,6 +39,7 @@ function mount(el, { widget = "graph", trace = null, dot = "", options = {}, mes
     message,
     folding,
     expanded,
+    scope_table,
     frame: typeof frame === "number" ? frame : trace && typeof trace.initial_frame === "number" ? trace.initial_frame : 0,
     live,
     layout_engine: null,

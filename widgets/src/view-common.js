@@ -4,9 +4,14 @@ import { h } from "./dom.js";
 import { GraphCanvas, layoutAttributes } from "./graph-canvas.js";
 import { waitForEngine } from "./engine-client.js";
 import { count } from "./format.js";
-import { toggled } from "./scopes.js";
+import { BOX, indexFolding, toggled } from "./scopes.js";
+import { engineSlot } from "./engine-slot.js";
+import { prepareScopes, refold } from "./refold.js";
 
 export const ENGINE_TIMEOUT_MS = 20000;
+const LAYOUTS_KEPT = 8;
+const PREFETCH_AFTER_MS = 120;
+const SAVE_WITHIN_MS = 1000; // how long the pointer rests on a box before its layout starts
 
 const EMPTY_TRACE = { schema: "minigrad-trace", version: 1, title: null, nodes: [], edges: [], arenas: [], blocks: [], events: [], frames: [], initial_frame: 0 };
 
@@ -35,6 +40,42 @@ export function readOptions(model, trace) {
   };
 }
 
+/**
+ * What the graph pane draws now, {dot, folding}. With a `scope_table` the page writes the DOT
+ * for the open scopes (`expanded`) itself (refold.js), so opening a box waits for no kernel;
+ * without one (no scopes, or an older kernel) it draws the kernel's `dot` and `folding`.
+ */
+export class FoldedDrawing {
+  constructor(model) {
+    this.model = model;
+    this.kit = null;
+    this.made = new Map(); // the last few drawings, by their list of open scopes
+  }
+
+  now() {
+    const m = this.model;
+    return this.for(m.get("expanded") || []) || { dot: m.get("dot"), folding: m.get("folding") };
+  }
+
+  /** What would be drawn with the scopes in `expanded` open (null without a scope table). */
+  for(expanded) {
+    const m = this.model;
+    const table = m.get("scope_table");
+    const trace = m.get("trace");
+    if (!this.kit || this.kit.table !== table || this.kit.trace !== trace) {
+      this.kit = prepareScopes(trace, table, table && table.style);
+      this.made = new Map();
+    }
+    if (!this.kit) return null;
+    const key = expanded.join("\u0000");
+    if (!this.made.has(key)) {
+      this.made.set(key, refold(this.kit, expanded));
+      if (this.made.size > 4) this.made.delete(this.made.keys().next().value);
+    }
+    return this.made.get(key);
+  }
+}
+
 export function now() {
   return typeof performance !== "undefined" ? performance.now() : Date.now();
 }
@@ -61,21 +102,37 @@ const SLOW =
 
 /**
  * The graph part of a view. show({dot, message, index}) lays the graph out (or shows the
- * message), at most once per DOT; onMounted(canvas) runs after each new picture.
+ * message), at most once per DOT; onMounted(canvas, {anchored}) runs after each new picture
+ * (anchored: after a click on a box or frame, which the pane keeps in place).
  */
 export class GraphPane {
-  constructor({ model, host, el, t0, badges = false, gradTags = false, onMounted, onInspect, onToggle }) {
+  constructor({ model, host, el, t0, badges = false, gradTags = false, onMounted, onInspect, onToggle, drawing = null }) {
     this.model = model;
     this.host = host;
     this.el = el;
     this.t0 = t0;
     this.options = { badges, gradTags };
     this.onMounted = onMounted || (() => {});
-    this.canvas = new GraphCanvas({ onInspect, onToggle: onToggle || ((id) => this.toggle(id)) });
+    this.drawing = drawing; // a FoldedDrawing: lets a box under the pointer be laid out ahead
+    this.restTimer = null;
+    this.prefetching = false;
+    this.saveTimer = null; // a click's `expanded`, not yet sent to the kernel
+    const inspect = onInspect || (() => {});
+    this.canvas = new GraphCanvas({
+      onInspect: (id, how) => {
+        if (how === "hover") this.pointerOn(id);
+        inspect(id, how);
+      },
+      onToggle: onToggle || ((id) => this.toggle(id)),
+    });
     this.token = 0;
     this.dot = null;
     this.message = null;
     this.painted = false;
+    this.anchor = null; // after a click on a box or frame: where to keep it in the next picture
+    // The last few layouts by DOT (promises): closing a box brings back a picture already laid
+    // out, and a box the pointer rests on is laid out before the click.
+    this.layouts = new Map();
     this.disposed = false;
   }
 
@@ -83,15 +140,74 @@ export class GraphPane {
     return !!this.canvas.svg;
   }
 
-  /** A box or a frame was clicked: open or close its scope (Python redraws the DOT). */
+  /** A box or a frame was clicked: open or close its scope (the view redraws on
+   * change:expanded; the kernel follows). */
   toggle(id) {
     const expanded = toggled(this.model.get("expanded"), id);
+    delete this.el.dataset.toggleMs;
     this.el.dataset.toggledAt = String(now());
     // Seen at once while the kernel answers and Graphviz lays the new picture out.
     const clicked = this.canvas.nodes.get(id) || { g: this.canvas.frames.get(id) };
     if (clicked.g) clicked.g.classList.add("mg-opening");
+    // What is around the click stays where it is: the new picture keeps the scale and is
+    // scrolled so that the nodes near the clicked box or frame do not move (GraphCanvas.keepNear).
+    this.anchor = { id, before: this.canvas.places() };
     this.model.set("expanded", expanded);
+    // The kernel hears of it once the new picture is on the page (at the latest after
+    // SAVE_WITHIN_MS): its own redraw of `dot` then does not compete with the layout here.
+    clearTimeout(this.saveTimer);
+    this.saveTimer = setTimeout(() => this.saveNow(), SAVE_WITHIN_MS);
+  }
+
+  saveNow() {
+    if (this.saveTimer === null) return;
+    clearTimeout(this.saveTimer);
+    this.saveTimer = null;
     this.model.save_changes();
+  }
+
+  /** The pointer rests on a box: lay out its opened picture now, so a click finds it ready. */
+  pointerOn(id) {
+    clearTimeout(this.restTimer);
+    if (!id || !id.startsWith(BOX) || !this.drawing) return;
+    this.restTimer = setTimeout(() => this.prefetch(id), PREFETCH_AFTER_MS);
+  }
+
+  async prefetch(id) {
+    const slot = engineSlot();
+    if (this.prefetching || this.disposed || !this.mounted || !slot.engine || slot.engine.mode === "failed") return;
+    const drawn = this.drawing.for(toggled(this.model.get("expanded"), id));
+    if (!drawn) return;
+    const fold = indexFolding(drawn.folding);
+    this.prefetching = true;
+    try {
+      await this.layout(slot.engine, drawn.dot, fold.visible || 0, fold.boxes.size > 0);
+    } catch (_) {
+      // (a click will try again and say what went wrong)
+    } finally {
+      this.prefetching = false;
+    }
+  }
+
+  /** Lay a DOT out, or take the layout kept (or being made) for it: {svg, ms, reused}. */
+  layout(engine, dot, nodeCount, folded) {
+    const graphAttributes = layoutAttributes(nodeCount, { folded });
+    const key = `${JSON.stringify(graphAttributes)}\n${dot}`;
+    let kept = this.layouts.get(key);
+    // reused: laid out before this was asked for (still running: waited for, not reused)
+    const reused = !!kept && kept.done;
+    if (!kept) {
+      kept = { done: false, promise: engine.layout(dot, { graphAttributes, nodeCount }) };
+      const entry = kept;
+      entry.promise.then(
+        () => (entry.done = true),
+        () => this.layouts.get(key) === entry && this.layouts.delete(key),
+      );
+    }
+    this.layouts.delete(key);
+    this.layouts.set(key, kept);
+    if (this.layouts.size > LAYOUTS_KEPT) this.layouts.delete(this.layouts.keys().next().value);
+    return kept.promise.then((result) => ({ svg: result.svg, ms: result.ms, reused }));
   }
 
   /** nodeCount: how many nodes the DOT draws (boxes count as one). */
@@ -101,7 +217,7 @@ export class GraphPane {
     if (!force && dot === this.dot && message === this.message) return;
     this.dot = dot;
     this.message = message;
-    // (after a click on a box: how long the kernel took to send the new DOT)
+    // (after a click on a box: how long until the new DOT, made here or sent by the kernel)
     if (this.el.dataset.toggledAt) this.el.dataset.toggleAnswerMs = (now() - +this.el.dataset.toggledAt).toFixed(1);
     const token = ++this.token;
     const canvas = this.canvas;
@@ -144,7 +260,7 @@ export class GraphPane {
     if (!keep) canvas.showMessage(`Laying out ${count(nodeCount)} nodes…`, "loading");
     let result;
     try {
-      result = await engine.layout(dot, { graphAttributes: layoutAttributes(nodeCount, { folded }), nodeCount });
+      result = await this.layout(engine, dot, nodeCount, folded);
     } catch (error) {
       if (token !== this.token || this.disposed) return;
       const text =
@@ -158,16 +274,21 @@ export class GraphPane {
     }
     if (token !== this.token || this.disposed) return;
     const mountStart = now();
+    const anchor = this.anchor;
+    this.anchor = null;
     try {
-      canvas.mount(result.svg, index, this.options);
+      canvas.mount(result.svg, index, { ...this.options, keepScale: !!anchor });
     } catch (error) {
       canvas.showMessage(String(error.message || error), "error");
       this.el.dataset.graph = "error";
       return;
     }
-    this.el.dataset.layoutMs = String(result.ms);
+    // (a picture laid out before, or while the pointer rested on the box: no Graphviz now)
+    this.el.dataset.layoutMs = result.reused ? "0" : String(result.ms);
+    this.el.dataset.layoutReused = String(result.reused);
     this.el.dataset.drawnNodes = String(nodeCount);
-    this.onMounted(canvas);
+    this.onMounted(canvas, { anchored: !!anchor });
+    if (anchor) canvas.keepNear(anchor.before, anchor.id);
     this.el.dataset.mountMs = (now() - mountStart).toFixed(1);
     this.el.dataset.graph = "ready";
     if (this.el.dataset.toggledAt) {
@@ -176,6 +297,7 @@ export class GraphPane {
       delete this.el.dataset.toggledAt;
       afterPaint(() => {
         if (!this.disposed) this.el.dataset.toggleMs = (now() - since).toFixed(1);
+        this.saveNow();
       });
     }
     if (!this.painted) {
@@ -187,7 +309,9 @@ export class GraphPane {
   }
 
   dispose() {
+    this.saveNow();
     this.disposed = true;
+    clearTimeout(this.restTimer);
     this.token++;
   }
 }

@@ -4,7 +4,7 @@ import { injectStyles } from "./css.js";
 import { indexTrace } from "./fold.js";
 import { legend } from "./legend.js";
 import { renderInspector, renderScope } from "./inspector.js";
-import { GraphPane, copyTrace, readOptions, now, zoomControls } from "./view-common.js";
+import { FoldedDrawing, GraphPane, copyTrace, readOptions, now, zoomControls } from "./view-common.js";
 import { BOX, indexFolding } from "./scopes.js";
 
 export function renderGraphView({ model, el, host }) {
@@ -15,6 +15,7 @@ export function renderGraphView({ model, el, host }) {
   let options = readOptions(model, trace);
   let hovered = null;
   let pinned = null;
+  const drawing = new FoldedDrawing(model);
 
   const title = h("div", { class: "mg-title" });
   const inspector = h("div", { class: "mg-inspector", "aria-live": "polite" });
@@ -22,7 +23,7 @@ export function renderGraphView({ model, el, host }) {
 
   const inspect = () => {
     const id = hovered || pinned;
-    const fold = indexFolding(model.get("folding"));
+    const fold = indexFolding(drawing.now().folding);
     if (id && id.startsWith(BOX) && fold.boxes.has(id)) {
       renderScope(inspector, { box: fold.boxes.get(id), state: null, index });
       return;
@@ -44,6 +45,7 @@ export function renderGraphView({ model, el, host }) {
     host,
     el,
     t0,
+    drawing,
     onInspect: (id, how) => {
       if (how === "click") pinned = id && id !== pinned ? id : null;
       else hovered = id;
@@ -67,10 +69,13 @@ export function renderGraphView({ model, el, host }) {
   applyOptions();
 
   const redraw = (force = false) => {
-    const fold = indexFolding(model.get("folding"));
-    return pane.show({ dot: model.get("dot"), message: model.get("message"), index, force, nodeCount: fold.visible || null, folded: fold.boxes.size > 0 });
+    const { dot, folding } = drawing.now();
+    const fold = indexFolding(folding);
+    return pane.show({ dot, message: model.get("message"), index, force, nodeCount: fold.visible || null, folded: fold.boxes.size > 0 });
   };
   model.on("change:dot", () => redraw());
+  model.on("change:expanded", () => redraw());
+  model.on("change:scope_table", () => redraw());
   model.on("change:message", () => redraw());
   model.on("change:options", applyOptions);
   model.on("change:trace", () => {

@@ -11,7 +11,7 @@ import { legend } from "./legend.js";
 import { renderInspector, renderScope } from "./inspector.js";
 import { StepPainter } from "./paint.js";
 import { MemoryStrip } from "./memory.js";
-import { GraphPane, copyTrace, readOptions, now, zoomControls } from "./view-common.js";
+import { FoldedDrawing, GraphPane, copyTrace, readOptions, now, zoomControls } from "./view-common.js";
 import { BOX, boxProgress, indexFolding } from "./scopes.js";
 import { Player } from "./player.js";
 
@@ -37,7 +37,8 @@ class Stepper extends Player {
     injectStyles(el);
     this.trace = copyTrace(model.get("trace"));
     this.index = indexTrace(this.trace);
-    this.fold = indexFolding(model.get("folding"));
+    this.drawing = new FoldedDrawing(model);
+    this.fold = indexFolding(this.drawing.now().folding);
     this.replayer = new Replayer(this.index);
     this.options = readOptions(model, this.trace);
     this.shown = -2;
@@ -52,6 +53,7 @@ class Stepper extends Player {
       host,
       el,
       t0: this.t0,
+      drawing: this.drawing,
       badges: true,
       gradTags: true,
       onInspect: (id, how) => {
@@ -59,10 +61,10 @@ class Stepper extends Player {
         else this.hovered = id;
         this.inspect();
       },
-      onMounted: (canvas) => {
+      onMounted: (canvas, { anchored }) => {
         this.painter = new StepPainter(canvas, this.index, this.fold);
         if (this.state) this.painter.paint(this.state, this.touched(this.shown));
-        this.reveal();
+        if (!anchored) this.reveal(); // (after a click the clicked scope stays where it was)
       },
     });
     this.build();
@@ -145,9 +147,8 @@ class Stepper extends Player {
       this.continuePlaying();
     });
     m.on("change:dot", () => this.redraw());
-    m.on("change:folding", () => {
-      this.fold = indexFolding(m.get("folding"));
-    });
+    m.on("change:expanded", () => this.redraw());
+    m.on("change:scope_table", () => this.redraw());
     m.on("change:message", () => this.redraw());
     m.on("change:options", () => this.applyOptions());
     m.on("change:live", () => this.update());
@@ -160,8 +161,9 @@ class Stepper extends Player {
   }
 
   redraw() {
-    this.fold = indexFolding(this.model.get("folding"));
-    this.pane.show({ dot: this.model.get("dot"), message: this.model.get("message"), index: this.index, nodeCount: this.fold.visible || null, folded: this.fold.boxes.size > 0 });
+    const { dot, folding } = this.drawing.now();
+    this.fold = indexFolding(folding);
+    this.pane.show({ dot, message: this.model.get("message"), index: this.index, nodeCount: this.fold.visible || null, folded: this.fold.boxes.size > 0 });
   }
 
   applyOptions() {
