@@ -41,3 +41,8 @@ from . import tape  # noqa: E402  (the slot tape of design E: an engine beside t
 
 from .checkpointing import CheckpointError, checkpoint  # noqa: E402  (save vs recompute)
 __all__ += ["checkpoint", "CheckpointError"]
+
+from .ops import (moe_grouped_gemm_down, moe_grouped_gemm_gate_up, moe_permute,  # noqa: E402
+                  moe_sigmoid, moe_softmax, moe_topk, moe_unpermute)
+__all__ += ["moe_softmax", "moe_sigmoid", "moe_topk", "moe_permute", "moe_unpermute",
+            "moe_grouped_gemm_gate_up", "moe_grouped_gemm_down"]

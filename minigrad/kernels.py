@@ -271,3 +271,119 @@ def mse_backward(pred: np.ndarray, target: np.ndarray, grad_output: np.ndarray, 
     grad = np.subtract(pred, target, out=out)
     grad *= 2.0 * grad_output / grad.size
     return grad
+
+
+# --- mixture of experts ---
+# Routing (softmax or sigmoid over E experts, top-k), the permutation that groups the N*K token
+# copies by expert, one matmul per expert, and the weighted sum back. Index arrays are int64.
+
+def moe_topk(probs: np.ndarray, k: int) -> tuple:
+    """(weights, indices): the k largest probabilities of each row, largest first.
+
+    Ties are broken by the lower expert index (a stable sort of -probs), so the choice is the same
+    on every run and on every machine.
+    """
+    indices = np.argsort(-probs, axis=-1, kind="stable")[..., :k]
+    return np.take_along_axis(probs, indices, axis=-1), indices
+
+
+def moe_topk_backward(grad_weights: np.ndarray, indices: np.ndarray, num_experts: int,
+                      out=None) -> np.ndarray:
+    """d_probs: zero, except grad_weights scattered to the selected experts of each row."""
+    grad = np.zeros(indices.shape[:-1] + (num_experts,), grad_weights.dtype) if out is None else out
+    if out is not None:
+        grad.fill(0)
+    np.put_along_axis(grad, indices, grad_weights, axis=-1)   # a row's k indices are distinct
+    return grad
+
+
+def moe_permute(indices: np.ndarray, num_experts: int) -> tuple:
+    """(scatter_indices, expert_offsets) of the N*K copies (token n, slot j), flat a = n*K + j.
+
+    Rows are grouped by expert and, within an expert, keep token order (a stable sort).
+    scatter_indices[a] is the permuted row of copy a; expert e owns rows
+    expert_offsets[e]:expert_offsets[e+1].
+    """
+    flat = indices.reshape(-1)
+    order = np.argsort(flat, kind="stable")            # permuted row r holds copy order[r]
+    scatter_indices = np.empty_like(order)
+    scatter_indices[order] = np.arange(order.size)     # the inverse permutation
+    counts = np.bincount(flat, minlength=num_experts)
+    expert_offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+    return scatter_indices.astype(np.int64), expert_offsets
+
+
+def moe_permute_rows(x: np.ndarray, scatter_indices: np.ndarray, out=None) -> np.ndarray:
+    """x_perm[scatter_indices[n*K + j]] = x[n]: each token copied K times, grouped by expert."""
+    k = scatter_indices.size // max(x.shape[0], 1)
+    x_perm = np.empty((scatter_indices.size, x.shape[1]), x.dtype) if out is None else out
+    x_perm[scatter_indices] = np.repeat(x, k, axis=0)
+    return x_perm
+
+
+def moe_permute_backward(grad_x_perm: np.ndarray, scatter_indices: np.ndarray, n_tokens: int,
+                         out=None) -> np.ndarray:
+    """d_x[n] = sum_j d_x_perm[scatter_indices[n*K + j]]: the inverse permutation, copies summed."""
+    d = grad_x_perm.shape[1]
+    copies = grad_x_perm[scatter_indices].reshape(n_tokens, -1, d)
+    return np.add.reduce(copies, axis=1, out=out)
+
+
+def moe_unpermute(expert_out: np.ndarray, routing_weights: np.ndarray,
+                  scatter_indices: np.ndarray, out=None) -> np.ndarray:
+    """out[n] = sum_j routing_weights[n, j] * expert_out[scatter_indices[n*K + j]]."""
+    n, k = routing_weights.shape
+    rows = expert_out[scatter_indices].reshape(n, k, -1)
+    return np.einsum("nk,nkd->nd", routing_weights, rows, out=out)
+
+
+def moe_unpermute_backward_expert_out(grad_output: np.ndarray, routing_weights: np.ndarray,
+                                      scatter_indices: np.ndarray, out=None) -> np.ndarray:
+    """d_expert_out[scatter_indices[n*K + j]] = routing_weights[n, j] * d_out[n]."""
+    n, k = routing_weights.shape
+    grad = np.empty((n * k, grad_output.shape[1]), np.result_type(grad_output, routing_weights)) \
+        if out is None else out
+    grad[scatter_indices] = (routing_weights[:, :, None] * grad_output[:, None, :]).reshape(n * k, -1)
+    return grad
+
+
+def moe_unpermute_backward_weights(grad_output: np.ndarray, expert_out: np.ndarray,
+                                   scatter_indices: np.ndarray, out=None) -> np.ndarray:
+    """d_routing_weights[n, j] = <d_out[n], expert_out[scatter_indices[n*K + j]]>."""
+    n = grad_output.shape[0]
+    rows = expert_out[scatter_indices].reshape(n, -1, expert_out.shape[1])
+    return np.einsum("nkd,nd->nk", rows, grad_output, out=out)
+
+
+def moe_grouped_gemm(x: np.ndarray, weight: np.ndarray, expert_offsets: np.ndarray,
+                     out=None) -> np.ndarray:
+    """out[rows of e] = x[rows of e] @ weight[e], rows of e = expert_offsets[e]:expert_offsets[e+1]."""
+    dtype = np.result_type(x, weight)
+    out = np.empty((x.shape[0], weight.shape[2]), dtype) if out is None else out
+    for e in range(weight.shape[0]):   # one matmul per expert (E is small)
+        lo, hi = expert_offsets[e], expert_offsets[e + 1]
+        np.matmul(x[lo:hi], weight[e], out=out[lo:hi])
+    return out
+
+
+def moe_grouped_gemm_backward_x(grad_output: np.ndarray, weight: np.ndarray,
+                                expert_offsets: np.ndarray, out=None) -> np.ndarray:
+    """d_x[rows of e] = d_out[rows of e] @ weight[e]^T."""
+    grad = np.empty((grad_output.shape[0], weight.shape[1]), np.result_type(grad_output, weight)) \
+        if out is None else out
+    for e in range(weight.shape[0]):
+        lo, hi = expert_offsets[e], expert_offsets[e + 1]
+        np.matmul(grad_output[lo:hi], weight[e].T, out=grad[lo:hi])
+    return grad
+
+
+def moe_grouped_gemm_backward_weight(grad_output: np.ndarray, x: np.ndarray,
+                                     expert_offsets: np.ndarray, out=None) -> np.ndarray:
+    """d_weight[e] = x[rows of e]^T @ d_out[rows of e] (zero for an expert with no rows)."""
+    experts = expert_offsets.size - 1
+    grad = np.empty((experts, x.shape[1], grad_output.shape[1]), np.result_type(grad_output, x)) \
+        if out is None else out
+    for e in range(experts):
+        lo, hi = expert_offsets[e], expert_offsets[e + 1]
+        np.matmul(x[lo:hi].T, grad_output[lo:hi], out=grad[e])
+    return grad

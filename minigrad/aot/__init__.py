@@ -15,3 +15,7 @@ from .execute import ExecuteError, Executor  # noqa: E402
 __all__ += ["Executor", "ExecuteError"]
 from .plan import LiveRange, MemoryPlan, PlanError, plan_memory, recompute_saves  # noqa: E402
 __all__ += ["plan_memory", "recompute_saves", "MemoryPlan", "LiveRange", "PlanError"]
+from . import rules_moe  # noqa: E402,F401  (mixture-of-experts backward rules)
+from .compile_moe import MOE_COMPILERS  # noqa: E402
+from .execute import COMPILERS  # noqa: E402
+COMPILERS.update(MOE_COMPILERS)

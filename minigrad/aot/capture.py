@@ -170,3 +170,6 @@ CAPTURED = {
     "cross_entropy": _same("cross_entropy"), "mse": _same("mse"),
     "broadcast_to": lambda node, v, inputs: ("broadcast_to", {"shape": tuple(v.shape)}),
 }
+CAPTURED.update({name: _same(name) for name in (   # mixture of experts (single-output ops)
+    "moe_softmax", "moe_sigmoid", "moe_unpermute", "moe_grouped_gemm_gate_up",
+    "moe_grouped_gemm_down")})

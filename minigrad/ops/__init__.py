@@ -10,3 +10,7 @@ __all__ = ["add", "sub", "mul", "div", "neg", "pow", "exp", "log", "tanh", "sigm
            "matmul", "linear", "sum", "mean", "max", "reshape", "transpose", "broadcast_to",
            "concat", "stack", "getitem", "softmax", "log_softmax", "cross_entropy", "mse",
            "silu", "gelu"]
+from .moe import (moe_grouped_gemm_down, moe_grouped_gemm_gate_up, moe_permute, moe_sigmoid,  # noqa: E402
+                  moe_softmax, moe_topk, moe_unpermute)
+__all__ += ["moe_softmax", "moe_sigmoid", "moe_topk", "moe_permute", "moe_unpermute",
+            "moe_grouped_gemm_gate_up", "moe_grouped_gemm_down"]

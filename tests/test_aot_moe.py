@@ -1,0 +1,151 @@
+"""Mixture-of-experts ops ahead of time: aot == eager on random inputs (and again after new values
+are fed to the same compiled plan), the backward graph's save list against design D's table, and
+index tensors without gradient by dtype and by name."""
+import numpy as np
+import pytest
+
+import minigrad as mg
+from minigrad import aot
+
+N, E, K, D, F = 6, 4, 2, 3, 5
+
+
+def rng_for(seed):
+    return np.random.default_rng(seed)
+
+
+def routing(rng):
+    """indices (N, K), distinct per token; expert E-1 gets no token (an empty group)."""
+    return np.stack([rng.choice(E - 1, size=K, replace=False) for _ in range(N)]).astype(np.int64)
+
+
+def offsets_of(indices):
+    return np.concatenate([[0], np.cumsum(np.bincount(indices.reshape(-1), minlength=E))]).astype(np.int64)
+
+
+def as_inputs(arrays):
+    """Float arrays become differentiable inputs; integer arrays stay data."""
+    return [mg.create_leaf(a.copy(), requires_grad=a.dtype.kind == "f") for a in arrays]
+
+
+def eager(fn, arrays):
+    leaves = as_inputs(arrays)
+    loss = fn(*leaves)
+    loss.backward()
+    return loss.item(), [v.grad for v in leaves if v.requires_grad]
+
+
+def compiled(fn, arrays, names):
+    forward = aot.capture(fn, *as_inputs(arrays), input_names=names)
+    backward = aot.derive_backward_graph(forward)
+    return forward, backward, aot.Executor(forward, backward, None, *arrays)
+
+
+def assert_aot_matches_eager(fn, names, make_arrays):
+    """Compile on one draw of the inputs, then run the plan on a second draw: both equal eager."""
+    forward, backward, run = compiled(fn, make_arrays(rng_for(0)), names)
+    for seed in (0, 1):
+        arrays = make_arrays(rng_for(seed))
+        loss = float(run.run(*arrays))
+        grads = run.grads()
+        eager_loss, eager_grads = eager(fn, arrays)
+        assert np.isclose(loss, eager_loss, rtol=1e-12)
+        float_names = [n for n, a in zip(names, arrays) if a.dtype.kind == "f"]
+        assert sorted(backward.outputs) == sorted(f"d_{n}" for n in float_names)
+        for name, g in zip(float_names, eager_grads):
+            assert np.allclose(grads[f"d_{name}"], g, rtol=1e-10, atol=1e-12), name
+    return forward, backward
+
+
+def projected(out, seed=3):
+    """A scalar loss that weights every output element differently."""
+    return (out * rng_for(seed).standard_normal(out.shape)).sum()
+
+
+# -- aot == eager, and design D's saves ------------------------------------------------------
+@pytest.mark.parametrize("op", ["moe_softmax", "moe_sigmoid"])
+def test_router_activations(op):
+    fn = lambda logits: projected(getattr(mg, op)(logits))   # noqa: E731
+    forward, backward = assert_aot_matches_eager(fn, ["logits"],
+                                                 lambda r: [r.standard_normal((N, E))])
+    (routed,) = [o for o in forward.operations if o.type == op]
+    assert backward.save == [routed.outputs[0]]          # probs, nothing else
+
+
+@pytest.mark.parametrize("op, d_in, d_out", [("moe_grouped_gemm_gate_up", D, 2 * F),
+                                             ("moe_grouped_gemm_down", F, D)])
+def test_grouped_gemms(op, d_in, d_out):
+    def make(r):
+        offsets = offsets_of(routing(r))
+        return [r.standard_normal((N * K, d_in)), r.standard_normal((E, d_in, d_out)), offsets]
+    fn = lambda x, w, offsets: projected(getattr(mg, op)(x, w, offsets))   # noqa: E731
+    _, backward = assert_aot_matches_eager(fn, ["inp", "weights", "expert_offsets"], make)
+    assert sorted(backward.save) == ["expert_offsets", "inp", "weights"]
+
+
+def test_grouped_gemm_reads_its_weight_as_a_parameter():
+    r = rng_for(0)
+    w = mg.create_leaf(r.standard_normal((E, D, 2 * F)), requires_grad=True, name="experts.w")
+    x, offsets = r.standard_normal((N * K, D)), offsets_of(routing(r))
+    forward = aot.capture(lambda x, o: projected(mg.moe_grouped_gemm_gate_up(x, w, o)), x, offsets,
+                          params=[w], input_names=["inp", "expert_offsets"])
+    backward = aot.derive_backward_graph(forward)
+    assert sorted(backward.save) == ["expert_offsets", "inp"]   # a parameter lives all run
+    run = aot.Executor(forward, backward, [w], x, offsets)
+    run.run(x, offsets)
+    loss = projected(mg.moe_grouped_gemm_gate_up(x, w, offsets))
+    loss.backward()
+    assert np.allclose(run.grads()["d_experts.w"], w.grad)
+
+
+def test_unpermute():
+    def make(r):
+        return [r.standard_normal((N * K, D)), r.uniform(0.1, 1, (N, K)),
+                r.permutation(N * K).astype(np.int64)]
+    fn = lambda rows, w, s: projected(mg.moe_unpermute(rows, w, s))   # noqa: E731
+    _, backward = assert_aot_matches_eager(
+        fn, ["expert_out", "routing_weights", "scatter_indices"], make)
+    assert sorted(backward.save) == ["expert_out", "routing_weights", "scatter_indices"]
+
+
+def test_grouped_gemms_between_fixed_permutation_data():
+    """gate_up, silu * up, down and unpermute in one graph, offsets and scatter fed as data."""
+    def make(r):
+        indices = routing(r)
+        _, scatter, offsets = mg.moe_permute(np.zeros((N, 1)), indices, E)
+        return [r.standard_normal((N * K, D)), r.standard_normal((E, D, 2 * F)),
+                r.standard_normal((E, F, D)), r.uniform(0.1, 1, (N, K)), offsets.data, scatter.data]
+
+    def fn(x_perm, w1, w2, weights, offsets, scatter):
+        gate_up = mg.moe_grouped_gemm_gate_up(x_perm, w1, offsets)
+        down_in = mg.silu(gate_up).reshape(N * K, 2, F).sum(axis=1)   # (2F -> F, aot-capturable ops)
+        return projected(mg.moe_unpermute(mg.moe_grouped_gemm_down(down_in, w2, offsets),
+                                          weights, scatter))
+    assert_aot_matches_eager(fn, ["x_perm", "w1", "w2", "routing_weights", "expert_offsets",
+                                  "scatter_indices"], make)
+
+
+# -- index tensors: no gradient by name, even when stored as floats ----------------------------
+@pytest.mark.parametrize("name", ["scatter_indices", "routing_indices", "gather_indices",
+                                  "expert_offsets", "rope_freqs", "blocks.0.moe.scatter_indices"])
+def test_index_names_get_no_gradient(name):
+    r = rng_for(0)
+    x = mg.create_leaf(r.standard_normal((N, D)), requires_grad=True)
+    index = mg.create_leaf(r.standard_normal((N, D)), requires_grad=True)   # float, yet an index
+    forward = aot.capture(lambda x, i: (x * i).sum(), x, index, input_names=["x", name])
+    backward, steps = aot.derive_backward_graph(forward, steps=True)
+    assert backward.outputs == ["d_x"]
+    needs = next(s for s in steps if s.kind == "needs_grad")
+    assert name not in needs.tensors and name in needs.text
+    # the same graph with an ordinary name: both inputs get a gradient (the name is the cause)
+    forward = aot.capture(lambda x, i: (x * i).sum(), x, index, input_names=["x", "scale"])
+    assert sorted(aot.derive_backward_graph(forward).outputs) == ["d_scale", "d_x"]
+
+
+def test_integer_index_inputs_get_no_gradient_by_dtype():
+    r = rng_for(0)
+    forward = aot.capture(lambda rows, w, s: mg.moe_unpermute(rows, w, s).sum(),
+                          *as_inputs([r.standard_normal((N * K, D)), r.uniform(0.1, 1, (N, K)),
+                                      r.permutation(N * K).astype(np.int64)]),
+                          input_names=["rows", "weights", "order"])   # no index-like name
+    assert sorted(aot.derive_backward_graph(forward).outputs) == ["d_rows", "d_weights"]
