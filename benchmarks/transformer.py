@@ -143,7 +143,7 @@ def loss_fn():
         residual = residual + a
         x = swiglu(norm(residual, P[f"{pre}.mlp_norm.weight"]), f"{pre}.mlp")
     h = norm(residual + x, P["norm.weight"])
-    return F.cross_entropy(h @ P["lm_head.weight"], targets)
+    return F.cross_entropy(h @ P["lm_head"], targets)
 
 def step():
     loss = loss_fn()

@@ -246,7 +246,7 @@ class TinyTransformer(Module):
                                         dtype=dtype, arena=arena) for _ in range(n_layers)]
         self.norm = RMSNorm(dim, dtype=dtype, arena=arena)
         head = rng.normal(0.0, 1.0 / math.sqrt(dim), size=(dim, vocab)).astype(dtype)
-        self.lm_head = _parameter(head, "lm_head.weight", arena)
+        self.lm_head = _parameter(head, "lm_head", arena)
         for blk in self.blocks[1:]:   # one rotary table for all layers: one constant in aot
             blk.attn.freqs = self.blocks[0].attn.freqs
         name_parameters(self)

@@ -38,7 +38,7 @@ def test_model_loss_logits_and_parameter_names():
     assert model.logits(ids).shape == (18, 11)
     names = [p.name for p in model.parameters()]
     assert len(names) == len(set(names)) == 2 + 2 * 8 + 1   # embed, head; 8 per block; norm
-    assert names[0] == "embed.weight" and names[-1] == "lm_head.weight"
+    assert names[0] == "embed.weight" and names[-1] == "lm_head"
     assert "blocks.1.attn.q.weight" in names and "blocks.0.mlp.gate_up.weight" in names
     assert "norm.weight" in names and "blocks.0.attn_norm.weight" in names
 
