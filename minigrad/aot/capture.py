@@ -12,6 +12,8 @@ import numpy as np
 
 from ..errors import MinigradError
 from ..variable import Variable, create_leaf
+from ..ops.multi import linked_output, primary_of  # noqa: F401 (linked_output: for translations)
+from .derive import INDEX_NAME
 from .ir import Graph, Operation, TensorInfo
 
 
@@ -26,7 +28,7 @@ def capture(fn, *example_inputs, params=None, input_names=None, output_names=Non
     for i, value in enumerate(example_inputs):
         name = _input_name(value, i, len(example_inputs), input_names)
         data = value.data if isinstance(value, Variable) else np.asarray(value)
-        differentiable = data.dtype.kind == "f"
+        differentiable = data.dtype.kind == "f" and not INDEX_NAME.search(name)   # rope_freqs
         leaf = create_leaf(data, requires_grad=differentiable, name=name)   # recorded, even for data
         if not (isinstance(value, Variable) and value.requires_grad):
             no_grad.add(name)
@@ -75,24 +77,34 @@ def _input_name(value, i: int, count: int, given) -> str:
 
 
 def _topological(outputs: list) -> list:
-    """Non-leaf Variables, each after the Variables it reads (iterative post-order walk)."""
+    """Non-leaf Variables, each after the Variables it reads (iterative post-order walk).
+    A secondary output of a multi-output op (ops/multi.py) comes after its op's main output."""
     order, done, stack = [], set(), [(v, False) for v in outputs]
     while stack:
         v, expanded = stack.pop()
-        if id(v) in done or v.grad_fn is None:
+        link = primary_of(v)
+        if id(v) in done or (v.grad_fn is None and link is None):
             continue
         if expanded:
             done.add(id(v))
             order.append(v)
             continue
         stack.append((v, True))
-        stack.extend((p, False) for p in reversed(v.parents))
+        stack.extend((p, False) for p in reversed(_reads(v, link)))
     return order
 
 
+def _reads(v: Variable, link) -> list:
+    """What v depends on: its parents, minus its op's own linked outputs, plus its op's main output."""
+    parents = [p for p in v.parents if (primary_of(p) or (None,))[0] is not v]
+    return parents + [link[0]] if link is not None else parents
+
+
 def _record(graph: Graph, v: Variable, names: dict) -> None:
+    if primary_of(v) is not None:   # written by the record of its op's main output (named there)
+        return
     node = v.grad_fn
-    inputs = list(node.inputs)
+    inputs = _reads(v, None)
     for x in inputs:
         if id(x) not in names:   # a leaf nobody named: a constant folded into the graph
             names[id(x)] = x.name or f"const{len(graph.constants)}"
@@ -104,14 +116,41 @@ def _record(graph: Graph, v: Variable, names: dict) -> None:
                            f"Supported: {', '.join(sorted(CAPTURED))}. Fix: express it with these "
                            f"ops, or add it to minigrad.aot.capture.CAPTURED (with an executor "
                            f"kernel and a backward rule).")
-    op_type, attrs = translate(node, v, inputs)
+    op_type, attrs, *more = translate(node, v, inputs)
+    outputs = more[0] if more else [v]   # several: Variables and (label, TensorInfo) pairs
     k = len(graph.operations)
     op_id = f"{op_type}_{k}"
     if id(v) not in names:
         names[id(v)] = _output_name(v, op_id, [names[id(x)] for x in inputs], graph)
+    out_names = []
+    for out in outputs:
+        if isinstance(out, Variable):
+            if id(out) not in names:
+                names[id(out)] = _free_name(out.name, f"{names[id(v)]}.{_label(node, out)}", graph)
+            name, info = names[id(out)], TensorInfo(out.shape, out.dtype)
+        else:
+            label, info = out
+            name = _free_name(None, f"{names[id(v)]}.{label}", graph)
+        graph.shape_env[name] = info
+        out_names.append(name)
     graph.operations.append(Operation(op_id, op_type, tuple(names[id(x)] for x in inputs),
-                                      (names[id(v)],), attrs))
-    graph.shape_env[names[id(v)]] = TensorInfo(v.shape, v.dtype)
+                                      tuple(out_names), attrs))
+
+
+def _label(node, out: Variable) -> str:
+    labels = [k for k, ref in getattr(node, "linked_outputs", {}).items() if ref() is out]
+    return labels[0] if labels else "out"
+
+
+def _free_name(own, fallback: str, graph: Graph) -> str:
+    """own if it is free, else fallback, else fallback with a number."""
+    for name in (own, fallback):
+        if name and name not in graph.shape_env:
+            return name
+    k = 1
+    while f"{fallback}{k}" in graph.shape_env:
+        k += 1
+    return f"{fallback}{k}"
 
 
 def _output_name(v: Variable, op_id: str, input_names: list, graph: Graph) -> str:

@@ -97,14 +97,22 @@ class Executor:
                                    f"(known: {', '.join(sorted(COMPILERS))}).")
             args = [self._lookup(t, op) for t in op.inputs]
             out, op_calls = compiler(*args, **op.attrs)
-            if not isinstance(out, np.ndarray):   # a scalar would freeze at its first value
-                raise ExecuteError(f"Executor: the compiler of '{op.type}' ({op.id}) made a "
-                                   f"{type(out).__name__} for '{op.outputs[0]}', not an ndarray. "
-                                   f"Rule: every buffer of a plan, 0-d included, is an ndarray "
-                                   f"later runs write into. Fix: wrap its result in kernels.as_array().")
-            self.env[op.outputs[0]] = out
-            if not op_calls and not any(placement.root_of(out) is placement.root_of(a) for a in args):
-                self.constant_ids.add(id(placement.root_of(out)))   # made once (zeros): keep it
+            outs = out if isinstance(out, tuple) else (out,)   # a tuple: one array per output
+            if len(outs) != len(op.outputs):
+                raise ExecuteError(f"Executor: the compiler of '{op.type}' ({op.id}) made "
+                                   f"{len(outs)} arrays for the {len(op.outputs)} outputs "
+                                   f"{list(op.outputs)}. Rule: a compiler returns one buffer per "
+                                   f"output, in order. Fix: return a tuple of {len(op.outputs)} arrays.")
+            for name, array in zip(op.outputs, outs):
+                if not isinstance(array, np.ndarray):   # a scalar would freeze at its first value
+                    raise ExecuteError(f"Executor: the compiler of '{op.type}' ({op.id}) made a "
+                                       f"{type(array).__name__} for '{name}', not an ndarray. "
+                                       f"Rule: every buffer of a plan, 0-d included, is an ndarray "
+                                       f"later runs write into. Fix: wrap its result in kernels.as_array().")
+                self.env[name] = array
+                if not op_calls and not any(placement.root_of(array) is placement.root_of(a)
+                                            for a in args):
+                    self.constant_ids.add(id(placement.root_of(array)))   # made once (zeros): keep it
             calls += op_calls
         return calls
 
@@ -150,7 +158,7 @@ def _param_arrays(params) -> dict:
 
 # -- compilers: (input arrays, attrs) -> (output buffer, [(fn, args)]) ---------------------------
 # Each computes its result once (that allocates the buffer) and returns the calls that recompute
-# it into the same buffer on every run.
+# it into the same buffer on every run. An op with several outputs returns a tuple of buffers.
 
 def _call(fn, *args):
     """Run fn(*args) once (its last arg is the out buffer) and return the buffer and the call.

@@ -128,27 +128,33 @@ def _producer(forward: Graph, t: str):
 
 
 def recompute_saves(forward: Graph, backward: Graph, names) -> Graph:
-    """A copy of backward that re-runs the producers of names instead of reading them saved."""
+    """A copy of backward that re-runs the producers of names instead of reading them saved.
+    A producer with several outputs is re-run once, writing recomputed.<each output>."""
     ops = list(backward.operations)
-    order = [op.outputs[0] for op in forward.operations]
+    order = [t for op in forward.operations for t in op.outputs]
+    producers: dict = {}   # producer id -> (producer, its chosen outputs), latest first
     for t in sorted(names, key=lambda n: -order.index(n) if n in order else 0):
         producer = _producer(forward, t)
         if producer is None or t not in backward.save:
             raise PlanError(f"recompute: '{t}' is not a saved tensor made by a forward op "
                             f"(saves: {backward.save}). Fix: choose among the saves an "
                             f"operation produced (inputs cannot be recomputed).")
-        fresh = RECOMPUTED + t
-        readers = [i for i, op in enumerate(ops) if saved_name_of(t) in op.inputs]
-        ops = [Operation(op.id, op.type, tuple(fresh if x == saved_name_of(t) else x for x in op.inputs),
+        producers.setdefault(producer.id, (producer, []))[1].append(t)
+    for producer, chosen in producers.values():
+        stale = {saved_name_of(t): RECOMPUTED + t for t in chosen}
+        readers = [i for i, op in enumerate(ops) if any(x in stale for x in op.inputs)]
+        ops = [Operation(op.id, op.type, tuple(stale.get(x, x) for x in op.inputs),
                          op.outputs, op.attrs) for op in ops]
         inputs = tuple(x if x in forward.params or x in forward.constants else saved_name_of(x)
                        for x in producer.inputs)
         ops.insert(readers[0] if readers else 0,
-                   Operation(f"recompute_{producer.id}", producer.type, inputs, (fresh,), dict(producer.attrs)))
+                   Operation(f"recompute_{producer.id}", producer.type, inputs,
+                             tuple(RECOMPUTED + o for o in producer.outputs), dict(producer.attrs)))
     rewritten = Graph(inputs=list(backward.inputs), params=list(backward.params), operations=ops,
                       outputs=list(backward.outputs), shape_env=dict(backward.shape_env),
                       constants=dict(backward.constants), name=backward.name + " (recompute)")
-    for t in names:
-        rewritten.shape_env[RECOMPUTED + t] = forward.shape_env.get(t)
+    for producer, _ in producers.values():
+        for t in producer.outputs:
+            rewritten.shape_env[RECOMPUTED + t] = forward.shape_env.get(t)
     rewritten.save = compute_required_saves(rewritten)
     return rewritten
