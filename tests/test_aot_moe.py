@@ -149,3 +149,35 @@ def test_integer_index_inputs_get_no_gradient_by_dtype():
                                       r.permutation(N * K).astype(np.int64)]),
                           input_names=["rows", "weights", "order"])   # no index-like name
     assert sorted(aot.derive_backward_graph(forward).outputs) == ["d_rows", "d_weights"]
+
+
+# -- the several-output ops' rules on hand-written IR (derivation only) --------------------------
+def ir(operations, inputs, shapes):
+    from minigrad.aot.ir import Graph, Operation, TensorInfo
+    return Graph(inputs=inputs, outputs=["loss"],
+                 operations=[Operation(*o) for o in operations],
+                 shape_env={n: TensorInfo(s, np.dtype(d)) for n, (s, d) in shapes.items()})
+
+
+def test_topk_rule_scatters_into_probs_and_saves_probs_and_indices():
+    forward = ir([("moe_topk_0", "moe_topk", ("probs",), ("weights", "indices"), {"k": K}),
+                  ("sum_1", "sum", ("weights",), ("loss",), {"axis": None, "keepdims": False})],
+                 ["probs"], {"probs": ((N, E), "f8"), "weights": ((N, K), "f8"),
+                             "indices": ((N, K), "i8"), "loss": ((), "f8")})
+    backward = aot.derive_backward_graph(forward)
+    topk = [o for o in backward.operations if o.type == "moe_topk_backward"]
+    assert [o.inputs for o in topk] == [("d_weights", "saved.probs", "saved.indices")]
+    assert backward.save == ["probs", "indices"] and backward.outputs == ["d_probs"]
+
+
+def test_permute_rule_reads_only_the_scatter_indices():
+    forward = ir([("moe_permute_0", "moe_permute", ("x", "indices"),
+                   ("x_perm", "scatter_indices", "expert_offsets"), {"num_experts": E}),
+                  ("sum_1", "sum", ("x_perm",), ("loss",), {"axis": None, "keepdims": False})],
+                 ["x", "indices"], {"x": ((N, D), "f8"), "indices": ((N, K), "i8"),
+                                    "x_perm": ((N * K, D), "f8"), "scatter_indices": ((N * K,), "i8"),
+                                    "expert_offsets": ((E + 1,), "i8"), "loss": ((), "f8")})
+    backward = aot.derive_backward_graph(forward)
+    (perm,) = [o for o in backward.operations if o.type == "moe_permute_backward"]
+    assert perm.inputs == ("d_x_perm", "saved.scatter_indices") and perm.attrs == {"n_tokens": N}
+    assert backward.save == ["scatter_indices"] and backward.outputs == ["d_x"]

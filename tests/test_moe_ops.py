@@ -268,3 +268,41 @@ def test_grouped_gemm_misuse():
     with pytest.raises(ShapeError) as e:
         mg.moe_grouped_gemm_down(x, RNG.standard_normal((D, F)), offsets)
     assert_message(e, "moe_grouped_gemm_down", "weight", "(E, D_in, D_out)")
+
+
+# -- properties of the routing, on random sizes (hypothesis) ------------------------------------
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+
+@st.composite
+def routed_tokens(draw):
+    n, e = draw(st.integers(1, 7)), draw(st.integers(1, 6))
+    k = draw(st.integers(1, e))
+    seed = draw(st.integers(0, 2**31))
+    rng = np.random.default_rng(seed)
+    probs = rng.integers(0, 3, (n, e)).astype(np.float64)    # few values: many ties
+    return probs, k, rng.standard_normal((n, draw(st.integers(1, 4))))
+
+
+@settings(max_examples=150, deadline=None)
+@given(routed_tokens())
+def test_routing_properties(case):
+    probs, k, x = case
+    n, e = probs.shape
+    weights, indices = mg.moe_topk(probs, k)
+    idx = indices.data
+    # top-k: distinct experts, values non-increasing, and a tie goes to the lower index
+    assert all(len(set(row)) == k for row in idx.tolist())
+    assert np.all(np.diff(weights.data, axis=1) <= 0)
+    for row, picked in zip(probs, idx.tolist()):
+        left_out = [c for c in range(e) if c not in picked]
+        assert all(row[c] <= row[picked[-1]] for c in left_out)            # the k largest
+        tied = [c for c in picked if row[c] == row[picked[-1]]]
+        assert all(c > max(tied) for c in left_out if row[c] == row[picked[-1]])   # lower index wins
+    # permute: a permutation that groups by expert; unpermute with weights 1 gives K copies back
+    x_perm, scatter, offsets = mg.moe_permute(x, idx, e)
+    assert sorted(scatter.data.tolist()) == list(range(n * k))
+    expert_of_row = np.repeat(np.arange(e), np.diff(offsets.data))
+    assert np.array_equal(expert_of_row[scatter.data], idx.reshape(-1))
+    assert np.allclose(mg.moe_unpermute(x_perm, np.ones((n, k)), scatter).data, k * x)

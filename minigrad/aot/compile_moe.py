@@ -47,7 +47,37 @@ def _unpermute_backward_weights(grad_output, expert_out, scatter_indices, **attr
     return _call(kernels.moe_unpermute_backward_weights, grad_output, expert_out, scatter_indices, out)
 
 
+def _topk(probs, k=None, **attrs):
+    """Two outputs: (weights, indices)."""
+    out = (np.empty(probs.shape[:-1] + (k,), probs.dtype), np.empty(probs.shape[:-1] + (k,), np.int64))
+    kernels.moe_topk(probs, k, out)
+    return out, [(kernels.moe_topk, (probs, k, out))]
+
+
+def _topk_backward(grad_weights, probs, indices, **attrs):
+    return _call(kernels.moe_topk_backward, grad_weights, indices, probs.shape[-1],
+                 np.zeros(probs.shape, np.result_type(grad_weights, probs)))
+
+
+def _permute(x, indices, num_experts=None, **attrs):
+    """Three outputs: (x_perm, scatter_indices, expert_offsets); the indices first, then the rows."""
+    index_out = (np.empty(indices.size, np.int64), np.empty(num_experts + 1, np.int64))
+    x_perm = np.empty((indices.size, x.shape[1]), x.dtype)
+    calls = [(kernels.moe_permute, (indices, num_experts, index_out)),
+             (kernels.moe_permute_rows, (x, index_out[0], x_perm))]
+    for fn, args in calls:
+        fn(*args)
+    return (x_perm, *index_out), calls
+
+
+def _permute_backward(grad_x_perm, scatter_indices, n_tokens=None, **attrs):
+    return _call(kernels.moe_permute_backward, grad_x_perm, scatter_indices, n_tokens,
+                 np.empty((n_tokens, grad_x_perm.shape[1]), grad_x_perm.dtype))
+
+
 MOE_COMPILERS = {
+    "moe_topk": _topk, "moe_topk_backward": _topk_backward,
+    "moe_permute": _permute, "moe_permute_backward": _permute_backward,
     "moe_softmax": _along_axis(kernels.softmax),
     "moe_sigmoid": _activation(kernels.sigmoid),
     "moe_grouped_gemm_gate_up": _grouped_gemm, "moe_grouped_gemm_down": _grouped_gemm,

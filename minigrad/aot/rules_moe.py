@@ -23,6 +23,26 @@ def moe_sigmoid_backward(ctx):
                    [ctx.d_inputs[0]])]
 
 
+@rule("moe_topk")
+def moe_topk_backward(ctx):
+    """(weights, indices) = topk(probs): d_probs = zeros, d_weights[n, j] scattered to column
+    indices[n, j] of row n; saves probs (for d_probs' shape) and indices."""
+    probs = ctx.fwd_op.inputs[0]
+    indices = ctx.fwd_op.outputs[1]
+    return [ctx.op("moe_topk_backward", [ctx.d_outputs[0], ctx.read(probs), ctx.read(indices)],
+                   [ctx.d_inputs[0]])]
+
+
+@rule("moe_permute")
+def moe_permute_backward(ctx):
+    """x_perm[s[n*K+j]] = x[n]: d_x[n] = sum_j d_x_perm[s[n*K+j]] (the inverse permutation, the K
+    copies summed); saves scatter_indices."""
+    x = ctx.fwd_op.inputs[0]
+    scatter = ctx.fwd_op.outputs[1]
+    return [ctx.op("moe_permute_backward", [ctx.d_outputs[0], ctx.read(scatter)], [ctx.d_inputs[0]],
+                   n_tokens=ctx.shape(x)[0])]
+
+
 @rule("moe_grouped_gemm_gate_up", "moe_grouped_gemm_down")
 def moe_grouped_gemm_backward(ctx):
     """out[rows of e] = x[rows of e] @ W[e]: d_x = d_out @ W[e]^T, d_W[e] = x^T @ d_out per expert;
