@@ -201,19 +201,25 @@ def plan_bytes(sizes: dict) -> dict:
             "recompute_extra_ops": len(recompute.backward.operations) - len(backward.operations)}
 
 
-def main() -> None:
+def same_loss(a: float, b: float) -> bool:
+    return abs(a - b) <= 1e-4 * abs(b)     # float32, sums in another order
+
+
+def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=100)
     parser.add_argument("--moe", action="store_true", help="MoE MLPs (no torch reference)")
     parser.add_argument("--torch-python", default=None,
                         help="a Python interpreter with torch 2.13 (default: this one)")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     mg.set_debug(False)
     sizes = MOE_SIZES if args.moe else SIZES
     label = "transformer_moe" if args.moe else "transformer"
     ids, targets = make_data(sizes["vocab"])
     runs = {"eager": eager_runner(sizes), "aot": aot_runner(sizes)}
     first = {name: step(ids, targets) for name, step in runs.items()}
+    if not same_loss(first["aot"], first["eager"]):
+        raise SystemExit(f"eager and aot disagree on the first loss: {first}")
     for step in runs.values():
         for _ in range(5):
             step(ids, targets)
@@ -236,6 +242,9 @@ def main() -> None:
               + ")")
     else:
         theirs = torch_result(python, sizes, args.steps)
+        if not same_loss(theirs["first_loss"], first["eager"]):
+            raise SystemExit(f"torch computes another model: first loss {theirs['first_loss']} "
+                             f"against eager's {first['eager']}")
         ms["torch"] = theirs["ms"]
         print(f"{line} torch={ms['torch']:.2f} ratio_eager_torch={ms['eager'] / ms['torch']:.2f} "
               f"(target <= 1.5) ratio_aot_torch={ms['aot'] / ms['torch']:.2f} (target <= 1.2)")

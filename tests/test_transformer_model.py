@@ -207,3 +207,22 @@ def test_model_misuse():
         nn.MoE(8, 8, 2, k=3)
     with pytest.raises(ValueError, match=r"SwiGLU: input of shape \(2, 3, 8\)"):
         nn.SwiGLU(8, 4, seed=0)(mg.create_leaf(np.ones((2, 3, 8), np.float32)))
+
+
+# -- benchmarks/transformer.py -----------------------------------------------------------------------
+def test_transformer_benchmark_runs_and_prints_its_lines(capsys):
+    import importlib.util
+    import pathlib
+    import re
+    path = pathlib.Path(__file__).parent.parent / "benchmarks" / "transformer.py"
+    spec = importlib.util.spec_from_file_location("transformer_benchmark", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    bench.main(["--steps", "2"])     # stops when eager and aot (or torch) disagree on the loss
+    out = capsys.readouterr().out
+    number = r"\d+\.\d+"
+    assert re.search(rf"^transformer step ms: eager={number} aot={number} ratio_eager_aot={number}",
+                     out, re.M), out
+    assert re.search(r"^torch: skipped|ratio_aot_torch=", out, re.M), out
+    peaks = re.search(r"peak bytes: save_all=([\d,]+) recompute=([\d,]+)", out)
+    assert peaks and all(int(p.replace(",", "")) > 0 for p in peaks.groups()), out
