@@ -277,19 +277,20 @@ def mse_backward(pred: np.ndarray, target: np.ndarray, grad_output: np.ndarray, 
 # Routing (softmax or sigmoid over E experts, top-k), the permutation that groups the N*K token
 # copies by expert, one matmul per expert, and the weighted sum back. Index arrays are int64.
 
-def moe_topk(probs: np.ndarray, k: int, out=None) -> tuple:
+def moe_topk(probs: np.ndarray, k: int, out_weights=None, out_indices=None) -> tuple:
     """(weights, indices): the k largest probabilities of each row, largest first.
 
     Ties are broken by the lower expert index (a stable sort of -probs), so the choice is the same
-    on every run and on every machine. out: an optional (weights, indices) pair of buffers.
+    on every run and on every machine. The out buffers are separate arguments (not a tuple): the
+    aot placement re-points every array argument of a call.
     """
     indices = np.argsort(-probs, axis=-1, kind="stable")[..., :k]
     weights = np.take_along_axis(probs, indices, axis=-1)
-    if out is None:
+    if out_weights is None:
         return weights, indices
-    np.copyto(out[0], weights)
-    np.copyto(out[1], indices)
-    return out
+    np.copyto(out_weights, weights)
+    np.copyto(out_indices, indices)
+    return out_weights, out_indices
 
 
 def moe_topk_backward(grad_weights: np.ndarray, indices: np.ndarray, num_experts: int,
@@ -302,17 +303,17 @@ def moe_topk_backward(grad_weights: np.ndarray, indices: np.ndarray, num_experts
     return grad
 
 
-def moe_permute(indices: np.ndarray, num_experts: int, out=None) -> tuple:
+def moe_permute(indices: np.ndarray, num_experts: int, out_scatter=None, out_offsets=None) -> tuple:
     """(scatter_indices, expert_offsets) of the N*K copies (token n, slot j), flat a = n*K + j.
 
     Rows are grouped by expert and, within an expert, keep token order (a stable sort).
     scatter_indices[a] is the permuted row of copy a; expert e owns rows
-    expert_offsets[e]:expert_offsets[e+1]. out: an optional pair of int64 buffers.
+    expert_offsets[e]:expert_offsets[e+1]. out_*: optional int64 buffers.
     """
     flat = indices.reshape(-1)
     order = np.argsort(flat, kind="stable")            # permuted row r holds copy order[r]
-    scatter_indices, expert_offsets = out if out is not None else (
-        np.empty(flat.size, np.int64), np.empty(num_experts + 1, np.int64))
+    scatter_indices = np.empty(flat.size, np.int64) if out_scatter is None else out_scatter
+    expert_offsets = np.empty(num_experts + 1, np.int64) if out_offsets is None else out_offsets
     scatter_indices[order] = np.arange(order.size)     # the inverse permutation
     expert_offsets[0] = 0
     np.cumsum(np.bincount(flat, minlength=num_experts), out=expert_offsets[1:])

@@ -181,3 +181,82 @@ def test_permute_rule_reads_only_the_scatter_indices():
     (perm,) = [o for o in backward.operations if o.type == "moe_permute_backward"]
     assert perm.inputs == ("d_x_perm", "saved.scatter_indices") and perm.attrs == {"n_tokens": N}
     assert backward.save == ["scatter_indices"] and backward.outputs == ["d_x"]
+
+
+# -- the several-output ops, captured from eager code (one IR operation each) --------------------
+def test_topk_is_one_operation_with_two_outputs_and_matches_eager():
+    fn = lambda probs: projected(mg.moe_topk(probs, K)[0])   # noqa: E731
+    forward, backward = assert_aot_matches_eager(fn, ["probs"],
+                                                 lambda r: [r.dirichlet(np.ones(E), size=N)])
+    (topk,) = [o for o in forward.operations if o.type == "moe_topk"]
+    assert topk.inputs == ("probs",) and topk.attrs == {"k": K}
+    weights, indices = topk.outputs
+    assert forward.shape_env[indices].dtype == np.int64 and forward.shape_env[indices].shape == (N, K)
+    assert backward.save == ["probs", indices]                # design D: probs, indices
+
+
+def test_permute_is_one_operation_with_three_outputs_and_matches_eager():
+    fn = lambda x, indices: projected(mg.moe_permute(x, indices, E)[0])   # noqa: E731
+    forward, backward = assert_aot_matches_eager(
+        fn, ["x", "indices"], lambda r: [r.standard_normal((N, D)), routing(r)])
+    (permute,) = [o for o in forward.operations if o.type == "moe_permute"]
+    assert permute.inputs == ("x", "indices") and permute.attrs == {"num_experts": E}
+    x_perm, scatter, offsets = permute.outputs
+    assert scatter.endswith("scatter_indices") and offsets.endswith("expert_offsets")
+    assert backward.save == [scatter]                           # design D: scatter_indices
+
+
+def moe_layer(x, router, w_gate_up, w_down):
+    """Router, top-k, permute, the two grouped matmuls (silu between, 2F summed to F with
+    capturable ops), unpermute: every MoE op in one graph."""
+    weights, indices = mg.moe_topk(mg.moe_softmax(x @ router), K)
+    x_perm, scatter, offsets = mg.moe_permute(x, indices, E)
+    h = mg.silu(mg.moe_grouped_gemm_gate_up(x_perm, w_gate_up, offsets))
+    h = h.reshape(h.shape[0], 2, F).sum(axis=1)
+    return projected(mg.moe_unpermute(mg.moe_grouped_gemm_down(h, w_down, offsets), weights, scatter))
+
+
+def layer_inputs(r):
+    return [r.standard_normal((N, D)), r.standard_normal((D, E)),
+            r.standard_normal((E, D, 2 * F)), r.standard_normal((E, F, D))]
+
+
+def test_whole_moe_layer_matches_eager_when_the_routing_changes_between_runs():
+    names = ["x", "router", "w_gate_up", "w_down"]
+    forward, backward = assert_aot_matches_eager(moe_layer, names, layer_inputs)
+    first, second = (mg.moe_topk(mg.moe_softmax(a[0] @ a[1]), K)[1].data
+                     for a in (layer_inputs(rng_for(0)), layer_inputs(rng_for(1))))
+    assert not np.array_equal(first, second)   # the second run really routed differently
+    types = [o.type for o in forward.operations]
+    for op in ("moe_softmax", "moe_topk", "moe_permute", "moe_grouped_gemm_gate_up",
+               "moe_grouped_gemm_down", "moe_unpermute"):
+        assert types.count(op) == 1
+
+
+def test_index_outputs_need_no_gradient_in_the_derivation():
+    forward = aot.capture(moe_layer, *as_inputs(layer_inputs(rng_for(0))),
+                          input_names=["x", "router", "w_gate_up", "w_down"])
+    _, steps = aot.derive_backward_graph(forward, steps=True)
+    needs = next(s for s in steps if s.kind == "needs_grad").tensors
+    topk, permute = (next(o for o in forward.operations if o.type == t)
+                     for t in ("moe_topk", "moe_permute"))
+    for index in (topk.outputs[1], *permute.outputs[1:], *permute.inputs[1:]):
+        assert index not in needs
+    assert topk.outputs[0] in needs and permute.outputs[0] in needs
+
+
+def test_recomputing_topk_and_permute_in_backward_gives_the_same_gradients():
+    arrays = layer_inputs(rng_for(0))
+    forward, backward, saving = compiled(moe_layer, arrays, ["x", "router", "w_gate_up", "w_down"])
+    topk, permute = (next(o for o in forward.operations if o.type == t)
+                     for t in ("moe_topk", "moe_permute"))
+    plan = aot.plan_memory(forward, backward, policy="recompute",
+                           recompute=[topk.outputs[0], permute.outputs[1]])
+    assert {topk.outputs[0], permute.outputs[1]} <= set(plan.recomputed)
+    assert permute.outputs[1] not in plan.backward.save   # scatter_indices: rebuilt, not kept
+    recomputing = aot.Executor(forward, plan.backward, None, *arrays)
+    for arrays in (layer_inputs(rng_for(0)), layer_inputs(rng_for(1))):
+        saving.run(*arrays)
+        recomputing.run(*arrays)
+        for name, g in saving.grads().items():
+            assert np.allclose(recomputing.grads()[name], g, rtol=1e-12, atol=1e-14), name

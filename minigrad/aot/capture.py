@@ -212,3 +212,8 @@ CAPTURED = {
 CAPTURED.update({name: _same(name) for name in (   # mixture of experts (single-output ops)
     "moe_softmax", "moe_sigmoid", "moe_unpermute", "moe_grouped_gemm_gate_up",
     "moe_grouped_gemm_down")})
+CAPTURED["moe_topk"] = lambda node, v, inputs: (          # (weights, indices)
+    "moe_topk", {"k": node.k}, [v, linked_output(node, "indices")])
+CAPTURED["moe_permute"] = lambda node, v, inputs: (       # (x_perm, scatter_indices, expert_offsets)
+    "moe_permute", {"num_experts": node.num_experts},
+    [v, linked_output(node, "scatter_indices"), linked_output(node, "expert_offsets")])

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import kernels
-from .execute import _activation, _along_axis, _call
+from .execute import _activation, _along_axis, _call, _run
 
 
 def _grouped_gemm(x, weight, expert_offsets, **attrs):
@@ -48,10 +48,9 @@ def _unpermute_backward_weights(grad_output, expert_out, scatter_indices, **attr
 
 
 def _topk(probs, k=None, **attrs):
-    """Two outputs: (weights, indices)."""
+    """Two outputs: (weights, indices), each buffer a call argument of its own."""
     out = (np.empty(probs.shape[:-1] + (k,), probs.dtype), np.empty(probs.shape[:-1] + (k,), np.int64))
-    kernels.moe_topk(probs, k, out)
-    return out, [(kernels.moe_topk, (probs, k, out))]
+    return out, _run([(kernels.moe_topk, (probs, k, *out))])
 
 
 def _topk_backward(grad_weights, probs, indices, **attrs):
@@ -63,11 +62,8 @@ def _permute(x, indices, num_experts=None, **attrs):
     """Three outputs: (x_perm, scatter_indices, expert_offsets); the indices first, then the rows."""
     index_out = (np.empty(indices.size, np.int64), np.empty(num_experts + 1, np.int64))
     x_perm = np.empty((indices.size, x.shape[1]), x.dtype)
-    calls = [(kernels.moe_permute, (indices, num_experts, index_out)),
-             (kernels.moe_permute_rows, (x, index_out[0], x_perm))]
-    for fn, args in calls:
-        fn(*args)
-    return (x_perm, *index_out), calls
+    return (x_perm, *index_out), _run([(kernels.moe_permute, (indices, num_experts, *index_out)),
+                                       (kernels.moe_permute_rows, (x, index_out[0], x_perm))])
 
 
 def _permute_backward(grad_x_perm, scatter_indices, n_tokens=None, **attrs):

@@ -10,8 +10,10 @@ Several outputs. moe_topk and moe_permute return a float tensor and integer tens
 scatter_indices, expert_offsets). Integer outputs carry no gradient, so the eager engine keeps
 its one-Variable-per-node rule: the integer outputs are computed first (kernels.moe_topk,
 kernels.moe_permute) and wrapped as plain data Variables; the node that makes the float output
-takes them as inputs (data, no gradient) and saves what its backward reads. Capture maps that
-node back to one IR operation whose outputs are (float output, integer outputs).
+takes them as inputs (data, no gradient) and saves what its backward reads. link_outputs
+(ops/multi.py) marks them as outputs of that node, so capture writes one IR operation
+moe_topk(probs) -> (weights, indices), moe_permute(x, indices) -> (x_perm, scatter_indices,
+expert_offsets).
 """
 from __future__ import annotations
 
@@ -21,6 +23,7 @@ from .. import kernels
 from ..errors import DtypeError, ShapeError
 from ..function import Function, register
 from ..variable import Variable
+from .multi import link_outputs
 
 
 @register("moe_softmax")
@@ -70,6 +73,7 @@ class MoeTopk(Function):
 
     @staticmethod
     def forward(ctx, probs, indices):
+        ctx.k = indices.shape[-1]
         ctx.save_for_backward(probs, indices)
         return np.take_along_axis(probs, indices, axis=-1)
 
@@ -89,7 +93,7 @@ class MoePermute(Function):
     @staticmethod
     def forward(ctx, x, indices, scatter_indices, expert_offsets):
         ctx.save_for_backward(scatter_indices)
-        ctx.n_tokens = x.shape[0]
+        ctx.n_tokens, ctx.num_experts = x.shape[0], expert_offsets.size - 1
         return kernels.moe_permute_rows(x, scatter_indices)
 
     @staticmethod
@@ -172,7 +176,9 @@ def moe_topk(probs, k: int):
     _check_float("moe_topk", "probs", data, ndim=2, shape_text="(N, E)")
     _check_k(data.shape, k)
     indices = Variable(kernels.moe_topk(data, k)[1])
-    return MoeTopk.apply(probs, indices), indices
+    weights = MoeTopk.apply(probs, indices)
+    link_outputs(weights, indices=indices)
+    return weights, indices
 
 
 def moe_permute(x, indices, num_experts: int):
@@ -182,6 +188,7 @@ def moe_permute(x, indices, num_experts: int):
     _check_permute(x_data, index_data, num_experts)
     scatter_indices, expert_offsets = (Variable(a) for a in kernels.moe_permute(index_data, num_experts))
     x_perm = MoePermute.apply(x, indices, scatter_indices, expert_offsets)
+    link_outputs(x_perm, scatter_indices=scatter_indices, expert_offsets=expert_offsets)
     return x_perm, scatter_indices, expert_offsets
 
 
