@@ -394,3 +394,184 @@ def moe_grouped_gemm_backward_weight(grad_output: np.ndarray, x: np.ndarray,
         lo, hi = expert_offsets[e], expert_offsets[e + 1]
         np.matmul(x[lo:hi].T, grad_output[lo:hi], out=grad[e])
     return grad
+
+# --- transformer ops ---
+# Shared by minigrad/ops/transformer.py (eager) and minigrad/aot (compiled plans). Each takes
+# out buffers (None: allocate) so a plan can write into its own memory.
+
+def rmsnorm(x: np.ndarray, weight: np.ndarray, eps: float, out=None, rstd=None) -> tuple:
+    """y = x * rstd * weight, rstd = 1 / sqrt(mean(x^2, last axis) + eps) (rstd has x.shape[:-1])."""
+    ms = np.einsum("...d,...d->...", x, x, out=rstd)   # sum of squares, without an x^2 temporary
+    ms /= x.shape[-1]
+    ms += eps
+    np.sqrt(ms, out=ms)
+    rstd = np.divide(1.0, ms, out=ms)
+    y = np.multiply(x, rstd[..., None], out=out)
+    y *= weight
+    return y, rstd
+
+
+def rmsnorm_backward(x: np.ndarray, weight: np.ndarray, rstd: np.ndarray, grad_output: np.ndarray,
+                     out=None, d_weight=None, need_weight: bool = True) -> tuple:
+    """xhat = x rstd, gh = dy w: dx = rstd (gh - xhat mean(gh xhat)), d_weight = sum(dy xhat)."""
+    r = rstd[..., None]
+    xhat = x * r
+    if need_weight:
+        d = x.shape[-1]
+        d_weight = np.einsum("nd,nd->d", grad_output.reshape(-1, d), xhat.reshape(-1, d),
+                             out=d_weight)
+    gh = np.multiply(grad_output, weight, out=out)
+    dot = np.einsum("...d,...d->...", gh, xhat)[..., None]
+    dot /= x.shape[-1]
+    xhat *= dot
+    gh -= xhat
+    gh *= r
+    return gh, (d_weight if need_weight else None)
+
+
+def embedding(ids: np.ndarray, weight: np.ndarray, out=None) -> np.ndarray:
+    """y[..., :] = weight[ids[...], :] (a row lookup)."""
+    return np.take(weight, ids, axis=0, out=out)
+
+
+def embedding_backward(ids: np.ndarray, grad_output: np.ndarray, num_embeddings: int,
+                       out=None) -> np.ndarray:
+    """d_weight[v] = sum of the gradient rows of the positions whose id is v (a scatter-add)."""
+    d_weight = np.zeros((num_embeddings, grad_output.shape[-1]), grad_output.dtype) if out is None \
+        else out
+    if out is not None:
+        d_weight.fill(0)
+    np.add.at(d_weight, ids.reshape(-1), grad_output.reshape(-1, grad_output.shape[-1]))
+    return d_weight
+
+
+def swiglu(gate_up: np.ndarray, out=None) -> np.ndarray:
+    """y = silu(gate) * up, gate and up the two halves of the last axis."""
+    f = gate_up.shape[-1] // 2
+    y = silu(gate_up[..., :f], out=out)
+    y *= gate_up[..., f:]
+    return y
+
+
+def swiglu_backward(gate_up: np.ndarray, grad_output: np.ndarray, out=None) -> np.ndarray:
+    """d_gate = dy * up * silu'(gate), d_up = dy * silu(gate), side by side as d_gate_up."""
+    f = gate_up.shape[-1] // 2
+    gate, up = gate_up[..., :f], gate_up[..., f:]
+    d = np.empty(gate_up.shape, np.result_type(gate_up, grad_output)) if out is None else out
+    silu(gate, out=d[..., f:])
+    d[..., f:] *= grad_output
+    silu_backward(gate, grad_output, out=d[..., :f])
+    d[..., :f] *= up
+    return d
+
+
+def rope_freqs(head_dim: int, base: float = 10000.0, dtype=np.float64) -> np.ndarray:
+    """freqs[i] = base^(-2i / head_dim), i < head_dim / 2: pair i turns by pos * freqs[i]."""
+    return (base ** (-np.arange(0, head_dim // 2, dtype=np.float64) * 2.0 / head_dim)).astype(dtype)
+
+
+def rope(x: np.ndarray, freqs: np.ndarray, position_ids: np.ndarray, out=None,
+         sign: float = 1.0) -> np.ndarray:
+    """Turn each pair (x[..., i], x[..., i + Dh/2]) of x (B, T, H, Dh) by the angle pos * freqs[i]
+    (sign=-1: the inverse turn, which is rope's backward)."""
+    angle = np.multiply.outer(position_ids.astype(np.float64), freqs.astype(np.float64))
+    cos, sin = np.cos(angle).astype(x.dtype), np.sin(angle).astype(x.dtype)
+    cos, sin = cos[..., None, :], sin[..., None, :]       # (T | B T, 1, Dh/2): over heads
+    if sign < 0:
+        np.negative(sin, out=sin)
+    h = x.shape[-1] // 2
+    x1, x2 = x[..., :h], x[..., h:]
+    y = np.empty(x.shape, x.dtype) if out is None else out
+    np.multiply(x1, cos, out=y[..., :h])
+    y[..., :h] -= x2 * sin
+    np.multiply(x1, sin, out=y[..., h:])
+    y[..., h:] += x2 * cos
+    return y
+
+
+def _causal_bias(t: int, dtype) -> np.ndarray:
+    """0 on and below the diagonal, -inf above: a query sees itself and earlier keys only."""
+    return np.triu(np.full((t, t), -np.inf, dtype), 1)
+
+
+def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, causal: bool = True, out=None,
+              lse=None) -> tuple:
+    """out = softmax(q k^T / sqrt(Dh) [+ causal mask]) v per head, q k v (B, T, H, Dh); also
+    lse (B, H, T), the log-sum-exp of each score row: backward rebuilds the probabilities from it."""
+    qh, kh, vh = (a.transpose(0, 2, 1, 3) for a in (q, k, v))          # (B, H, T, Dh) views
+    s = np.matmul(qh, kh.transpose(0, 1, 3, 2))
+    s *= 1.0 / np.sqrt(q.shape[-1])
+    if causal:
+        s += _causal_bias(q.shape[1], s.dtype)
+    m = s.max(axis=-1, keepdims=True)
+    s -= m
+    np.exp(s, out=s)                                                    # s now holds exp
+    total = s.sum(axis=-1, keepdims=True)
+    s /= total
+    lse = np.add(np.log(total[..., 0]), m[..., 0], out=lse)
+    o = np.empty(q.shape, np.result_type(q, v)) if out is None else out
+    np.matmul(s, vh, out=o.transpose(0, 2, 1, 3))
+    return o, lse
+
+
+def attention_backward(q: np.ndarray, k: np.ndarray, v: np.ndarray, o: np.ndarray,
+                       lse: np.ndarray, grad_output: np.ndarray, causal: bool = True,
+                       dq=None, dk=None, dv=None) -> tuple:
+    """p = exp(q k^T / sqrt(Dh) - lse) recomputed; dv = p^T do, dp = do v^T,
+    ds = p (dp - rowsum(do * o)), dq = ds k / sqrt(Dh), dk = ds^T q / sqrt(Dh)."""
+    scale = 1.0 / np.sqrt(q.shape[-1])
+    qh, kh, vh = (a.transpose(0, 2, 1, 3) for a in (q, k, v))
+    goh, oh = grad_output.transpose(0, 2, 1, 3), o.transpose(0, 2, 1, 3)
+    p = np.matmul(qh, kh.transpose(0, 1, 3, 2))
+    p *= scale
+    if causal:
+        p += _causal_bias(q.shape[1], p.dtype)
+    p -= lse[..., None]
+    np.exp(p, out=p)
+    dq = np.empty(q.shape, q.dtype) if dq is None else dq
+    dk = np.empty(k.shape, k.dtype) if dk is None else dk
+    dv = np.empty(v.shape, v.dtype) if dv is None else dv
+    np.matmul(p.transpose(0, 1, 3, 2), goh, out=dv.transpose(0, 2, 1, 3))
+    dp = np.matmul(goh, vh.transpose(0, 1, 3, 2))
+    row = np.einsum("bhtd,bhtd->bht", goh, oh)
+    dp -= row[..., None]
+    dp *= p                                                             # dp now holds ds
+    dp *= scale
+    np.matmul(dp, kh, out=dq.transpose(0, 2, 1, 3))
+    np.matmul(dp.transpose(0, 1, 3, 2), qh, out=dk.transpose(0, 2, 1, 3))
+    return dq, dk, dv
+
+
+def lm_head_loss(x: np.ndarray, weight: np.ndarray, targets: np.ndarray, out=None) -> np.ndarray:
+    """mean cross-entropy of the logits x @ weight (N, V) against targets (the logits are not kept)."""
+    return cross_entropy(x @ weight, targets, out=out)
+
+
+def lm_head_loss_backward(x: np.ndarray, weight: np.ndarray, targets: np.ndarray,
+                          grad_output: np.ndarray, d_x=None, d_weight=None, need_x: bool = True,
+                          need_weight: bool = True) -> tuple:
+    """d_logits = (softmax(x W) - onehot(t)) / N * g, recomputed; d_x = d_logits W^T,
+    d_weight = x^T d_logits."""
+    d_logits = cross_entropy_backward(x @ weight, targets, grad_output)
+    d_x = np.matmul(d_logits, weight.T, out=d_x) if need_x else None
+    d_weight = np.matmul(x.T, d_logits, out=d_weight) if need_weight else None
+    return d_x, d_weight
+
+
+def fused_residual_rmsnorm(x: np.ndarray, residual: np.ndarray, weight: np.ndarray, eps: float,
+                           residual_out=None, out=None, rstd=None) -> tuple:
+    """residual_out = residual + x, (y, rstd) = rmsnorm(residual_out)."""
+    residual_out = np.add(residual, x, out=residual_out)
+    y, rstd = rmsnorm(residual_out, weight, eps, out=out, rstd=rstd)
+    return residual_out, y, rstd
+
+
+def fused_residual_rmsnorm_backward(residual_out: np.ndarray, weight: np.ndarray, rstd: np.ndarray,
+                                    grad_output: np.ndarray, out=None, d_weight=None,
+                                    d_residual_out=None) -> tuple:
+    """d(x + residual) = rmsnorm's dx at residual_out, plus residual_out's own gradient if any;
+    x and residual both receive it."""
+    d_sum, d_weight = rmsnorm_backward(residual_out, weight, rstd, grad_output, out, d_weight)
+    if d_residual_out is not None:
+        d_sum += d_residual_out
+    return d_sum, d_weight

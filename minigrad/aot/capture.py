@@ -12,7 +12,7 @@ import numpy as np
 
 from ..errors import MinigradError
 from ..variable import Variable, create_leaf
-from ..ops.multi import linked_output, primary_of  # noqa: F401 (linked_output: for translations)
+from ..ops.multi import linked_output, primary_of
 from .derive import INDEX_NAME
 from .ir import Graph, Operation, TensorInfo
 
@@ -217,3 +217,27 @@ CAPTURED["moe_topk"] = lambda node, v, inputs: (          # (weights, indices)
 CAPTURED["moe_permute"] = lambda node, v, inputs: (       # (x_perm, scatter_indices, expert_offsets)
     "moe_permute", {"num_experts": node.num_experts},
     [v, linked_output(node, "scatter_indices"), linked_output(node, "expert_offsets")])
+
+
+
+# -- transformer ops (ops/transformer.py); rstd and lse are outputs only backward reads --------
+def _rmsnorm(node, v, inputs):
+    return "rmsnorm", {"eps": node.eps}, [v, ("rstd", TensorInfo(v.shape[:-1], v.dtype))]
+
+
+def _fused_residual_rmsnorm(node, v, inputs):
+    residual_out = linked_output(node, "residual_out") or ("residual_out", TensorInfo(v.shape, v.dtype))
+    return "fused_residual_rmsnorm", {"eps": node.eps}, [
+        residual_out, v, ("rstd", TensorInfo(v.shape[:-1], v.dtype))]
+
+
+def _attention(node, v, inputs):
+    b, t, h, _ = v.shape
+    return "attention", {"causal": node.causal}, [v, ("lse", TensorInfo((b, h, t), v.dtype))]
+
+
+CAPTURED.update({
+    "embedding": _same("embedding"), "swiglu": _same("swiglu"), "rope": _same("rope"),
+    "fused_lm_head_loss": _same("fused_lm_head_loss"), "rmsnorm": _rmsnorm,
+    "fused_residual_rmsnorm": _fused_residual_rmsnorm, "attention": _attention,
+})

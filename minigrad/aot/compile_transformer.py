@@ -1,0 +1,110 @@
+"""The executor's compilers for the transformer ops (kernels.py's transformer section).
+
+Each compiler allocates its output buffers, runs the kernel once into them, and returns the call
+that rewrites them on every run. Ops with several outputs (rmsnorm -> y, rstd; attention -> out,
+lse; the backward ops' input gradients) return a tuple of buffers, one per IR output.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import kernels
+from .execute import _call
+
+
+def _calls(fn, args, outputs: tuple):
+    """Run fn(*args) once (it writes into outputs, which are among args) and keep the call."""
+    fn(*args)
+    return outputs, [(fn, args)]
+
+
+def _empty(shape, *like) -> np.ndarray:
+    return np.empty(shape, np.result_type(*like))
+
+
+def _embedding(ids, weight, **attrs):
+    return _call(np.take, weight, ids, 0, _empty(ids.shape + weight.shape[1:], weight))
+
+
+def _embedding_backward(grad_output, ids, num_embeddings=None, **attrs):
+    out = _empty((num_embeddings, grad_output.shape[-1]), grad_output)
+    return _call(kernels.embedding_backward, ids, grad_output, num_embeddings, out)
+
+
+def _rmsnorm(x, weight, eps=1e-6, **attrs):
+    y, rstd = _empty(x.shape, x, weight), _empty(x.shape[:-1], x)
+    return _calls(kernels.rmsnorm, (x, weight, eps, y, rstd), (y, rstd))
+
+
+def _rmsnorm_backward(grad_output, x, weight, rstd, **attrs):
+    d_x, d_weight = _empty(x.shape, grad_output, x), _empty(weight.shape, grad_output, x)
+    return _calls(kernels.rmsnorm_backward, (x, weight, rstd, grad_output, d_x, d_weight),
+                  (d_x, d_weight))
+
+
+def _fused_residual_rmsnorm(x, residual, weight, eps=1e-6, **attrs):
+    residual_out = _empty(np.broadcast_shapes(x.shape, residual.shape), x, residual)
+    y, rstd = _empty(residual_out.shape, residual_out, weight), _empty(residual_out.shape[:-1], x)
+    return _calls(kernels.fused_residual_rmsnorm, (x, residual, weight, eps, residual_out, y, rstd),
+                  (residual_out, y, rstd))
+
+
+def _fused_residual_rmsnorm_backward(grad_output, residual_out, weight, rstd, *d_residual_out,
+                                     **attrs):
+    d_sum, d_weight = _empty(residual_out.shape, grad_output), _empty(weight.shape, grad_output)
+    return _calls(kernels.fused_residual_rmsnorm_backward,
+                  (residual_out, weight, rstd, grad_output, d_sum, d_weight, *d_residual_out),
+                  (d_sum, d_weight))
+
+
+def _swiglu(gate_up, **attrs):
+    return _call(kernels.swiglu, gate_up, _empty(gate_up.shape[:-1] + (gate_up.shape[-1] // 2,),
+                                                 gate_up))
+
+
+def _swiglu_backward(grad_output, gate_up, **attrs):
+    return _call(kernels.swiglu_backward, gate_up, grad_output, _empty(gate_up.shape, gate_up,
+                                                                       grad_output))
+
+
+def _rope(x, freqs, position_ids, **attrs):
+    return _call(kernels.rope, x, freqs, position_ids, _empty(x.shape, x))
+
+
+def _rope_backward(grad_output, freqs, position_ids, **attrs):
+    """The inverse turn: rope with the angles negated (sign=-1)."""
+    out = _empty(grad_output.shape, grad_output)
+    return _calls(kernels.rope, (grad_output, freqs, position_ids, out, -1.0), out)
+
+
+def _attention(q, k, v, causal=True, **attrs):
+    out, lse = _empty(q.shape, q, v), _empty((q.shape[0], q.shape[2], q.shape[1]), q, k)
+    return _calls(kernels.attention, (q, k, v, causal, out, lse), (out, lse))
+
+
+def _attention_backward(grad_output, q, k, v, out, lse, causal=True, **attrs):
+    dq, dk, dv = (_empty(a.shape, a, grad_output) for a in (q, k, v))
+    return _calls(kernels.attention_backward, (q, k, v, out, lse, grad_output, causal, dq, dk, dv),
+                  (dq, dk, dv))
+
+
+def _lm_head_loss(x, weight, targets, **attrs):
+    return _call(kernels.lm_head_loss, x, weight, targets, _empty((), x, weight))
+
+
+def _lm_head_loss_backward(grad_output, x, weight, targets, **attrs):
+    d_x, d_weight = _empty(x.shape, x, weight), _empty(weight.shape, x, weight)
+    return _calls(kernels.lm_head_loss_backward, (x, weight, targets, grad_output, d_x, d_weight),
+                  (d_x, d_weight))
+
+
+TRANSFORMER_COMPILERS = {
+    "embedding": _embedding, "embedding_backward": _embedding_backward,
+    "rmsnorm": _rmsnorm, "rmsnorm_backward": _rmsnorm_backward,
+    "fused_residual_rmsnorm": _fused_residual_rmsnorm,
+    "fused_residual_rmsnorm_backward": _fused_residual_rmsnorm_backward,
+    "swiglu": _swiglu, "swiglu_backward": _swiglu_backward,
+    "rope": _rope, "rope_backward": _rope_backward,
+    "attention": _attention, "attention_backward": _attention_backward,
+    "fused_lm_head_loss": _lm_head_loss, "fused_lm_head_loss_backward": _lm_head_loss_backward,
+}

@@ -1,0 +1,296 @@
+"""The ops of a transformer: embedding, rmsnorm, fused residual + rmsnorm, swiglu, rope, causal
+attention and the fused LM-head loss. Their math lives in kernels.py, shared with minigrad.aot.
+
+Each saves what design D's table says (tests check it): rmsnorm x and rstd, attention q, k, v,
+out and lse (the probabilities are rebuilt from lse in backward: no T x T matrix is kept), and
+so on. Integer inputs (ids, position_ids, targets) get no gradient.
+
+Several outputs (ops/multi.py). rmsnorm's rstd and attention's lse are arrays only backward
+reads: they are saved tensors of the op's node, and outputs of its IR operation in aot.
+fused_residual_rmsnorm returns two differentiable Variables: residual_out = x + residual is an
+ordinary add node, y the fused node (parents x, residual, weight) that takes residual_out's array
+instead of adding again; since backward is linear in the output gradients, the two nodes'
+gradients summed at x and residual are the fused op's. link_outputs makes capture write them as
+ONE operation fused_residual_rmsnorm -> (residual_out, y, rstd).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import kernels
+from ..errors import DtypeError, ShapeError
+from ..function import Function, register
+from ..variable import OPS, Variable
+from .multi import link_outputs
+
+
+@register("embedding")
+class Embedding(Function):
+    """y = weight[ids]; d_weight[v] = sum of the rows of dy whose id is v (ids saved)."""
+    grad_text = ("none (token ids)", "grad_output rows added into the rows ids picked")
+    input_names = ("ids", "weight")
+
+    @staticmethod
+    def forward(ctx, ids, weight):
+        _check_embedding(ids, weight)
+        ctx.num_embeddings = weight.shape[0]
+        ctx.save_for_backward(ids)
+        return kernels.embedding(ids, weight, out=ctx.arena and ctx.buffer(
+            shape=ids.shape + weight.shape[1:], dtype=weight.dtype))
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        (ids,) = ctx.saved_tensors
+        return None, kernels.embedding_backward(ids, grad_output, ctx.num_embeddings)
+
+
+@register("rmsnorm")
+class RMSNorm(Function):
+    """y = x rstd w, rstd = 1/sqrt(mean(x^2) + eps); dx = rstd (dy w - xhat mean(dy w xhat)) (x, rstd saved)."""
+    grad_text = ("rstd * (g w - xhat * mean(g w xhat)), xhat = x rstd", "sum(grad_output * xhat)")
+    input_names = ("x", "weight")
+
+    @staticmethod
+    def forward(ctx, x, weight, eps=1e-6):
+        _check_norm("rmsnorm", x, weight)
+        y, rstd = kernels.rmsnorm(x, weight, eps, out=ctx.arena and ctx.buffer(x, weight))
+        ctx.save_for_backward(x, rstd)
+        ctx.eps = eps
+        return y
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        x, rstd = ctx.saved_tensors
+        weight = ctx.inputs[1].data   # a parameter: read, not saved (design D's table)
+        return kernels.rmsnorm_backward(x, weight, rstd, grad_output,
+                                        need_weight=ctx.needs_input_grad[1])
+
+
+@register("fused_residual_rmsnorm")
+class FusedResidualRMSNorm(Function):
+    """y = rmsnorm(r) with r = x + residual given; dx = d_residual = rmsnorm's dx (r, rstd saved)."""
+    grad_text = ("rmsnorm backward at residual_out", "rmsnorm backward at residual_out",
+                 "sum(grad_output * xhat)")
+    input_names = ("x", "residual", "weight")
+
+    @staticmethod
+    def forward(ctx, x, residual, weight, residual_out=None, eps=1e-6):
+        y, rstd = kernels.rmsnorm(residual_out, weight, eps,
+                                  out=ctx.arena and ctx.buffer(residual_out, weight))
+        ctx.save_for_backward(residual_out, rstd)
+        ctx.eps = eps
+        return y
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        residual_out, rstd = ctx.saved_tensors
+        d_sum, d_weight = kernels.rmsnorm_backward(residual_out, ctx.inputs[2].data, rstd,
+                                                   grad_output, need_weight=ctx.needs_input_grad[2])
+        return d_sum, d_sum, d_weight
+
+
+@register("swiglu")
+class SwiGLU(Function):
+    """y = silu(gate) * up, (gate, up) the halves of gate_up; d_gate = dy up silu'(gate), d_up = dy silu(gate)."""
+    grad_text = ("(grad_output * up * silu'(gate), grad_output * silu(gate))",)
+    input_names = ("gate_up",)
+
+    @staticmethod
+    def forward(ctx, gate_up):
+        if gate_up.ndim < 1 or gate_up.shape[-1] % 2:
+            raise ShapeError(f"swiglu: gate_up of shape {gate_up.shape} has an odd last axis. Rule: "
+                             f"its last axis holds gate and up side by side (2F). Fix: make the "
+                             f"projection before swiglu produce 2F features.")
+        ctx.save_for_backward(gate_up)
+        return kernels.swiglu(gate_up, out=ctx.arena and ctx.buffer(
+            shape=gate_up.shape[:-1] + (gate_up.shape[-1] // 2,), dtype=gate_up.dtype))
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        (gate_up,) = ctx.saved_tensors
+        return (kernels.swiglu_backward(gate_up, grad_output),)
+
+
+@register("rope")
+class RoPE(Function):
+    """y = each pair (x_i, x_{i+Dh/2}) turned by pos * freqs[i]; dx = dy turned back (freqs, position_ids saved)."""
+    grad_text = ("grad_output turned by -pos * freqs", "none (fixed frequencies)",
+                 "none (positions)")
+    input_names = ("x", "freqs", "position_ids")
+
+    @staticmethod
+    def forward(ctx, x, freqs, position_ids):
+        _check_rope(x, freqs, position_ids, ctx.inputs[1].requires_grad)
+        ctx.save_for_backward(freqs, position_ids)
+        return kernels.rope(x, freqs, position_ids, out=ctx.arena and ctx.buffer(x))
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        freqs, position_ids = ctx.saved_tensors
+        return kernels.rope(grad_output, freqs, position_ids, sign=-1.0), None, None
+
+
+@register("attention")
+class Attention(Function):
+    """out = softmax(q k^T / sqrt(Dh), causal) v per head; backward rebuilds p from lse (q, k, v, out, lse saved)."""
+    grad_text = ("ds k / sqrt(Dh)", "ds^T q / sqrt(Dh)", "p^T grad_output")
+    input_names = ("q", "k", "v")
+
+    @staticmethod
+    def forward(ctx, q, k, v, causal=True):
+        _check_attention(q, k, v)
+        out, lse = kernels.attention(q, k, v, causal, out=ctx.arena and ctx.buffer(q, v))
+        ctx.causal = causal
+        ctx.save_for_backward(q, k, v, out, lse)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        q, k, v, out, lse = ctx.saved_tensors
+        return kernels.attention_backward(q, k, v, out, lse, grad_output, ctx.causal)
+
+
+@register("fused_lm_head_loss")
+class FusedLMHeadLoss(Function):
+    """L = mean CE(x @ W, t); d_logits = (softmax - onehot) / N recomputed, dx = d_logits W^T, dW = x^T d_logits."""
+    grad_text = ("d_logits @ weight^T", "x^T @ d_logits", "none (class indices)")
+    input_names = ("x", "weight", "targets")
+
+    @staticmethod
+    def forward(ctx, x, weight, targets):
+        _check_lm_head(x, weight, targets)
+        ctx.save_for_backward(x, weight, targets)   # the logits (N, V) are never kept
+        return kernels.lm_head_loss(x, weight, targets, out=ctx.arena and ctx.buffer(
+            shape=(), dtype=np.result_type(x, weight)))
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        x, weight, targets = ctx.saved_tensors
+        need = ctx.needs_input_grad
+        d_x, d_weight = kernels.lm_head_loss_backward(x, weight, targets, grad_output,
+                                                      need_x=need[0], need_weight=need[1])
+        return d_x, d_weight, None
+
+
+# -- the functions users call -------------------------------------------------------------------
+def embedding(ids, weight):
+    return Embedding.apply(ids, weight)
+
+
+def rmsnorm(x, weight, eps: float = 1e-6):
+    return RMSNorm.apply(x, weight, eps=eps)
+
+
+def fused_residual_rmsnorm(x, residual, weight, eps: float = 1e-6) -> tuple:
+    """(residual_out, y): residual_out = residual + x, y = rmsnorm(residual_out) (one op in aot)."""
+    residual_out = OPS["add"].apply(x, residual)
+    _check_norm("fused_residual_rmsnorm", residual_out.data, _array(weight), (x, residual))
+    y = FusedResidualRMSNorm.apply(x, residual, weight, residual_out=residual_out._data, eps=eps)
+    link_outputs(y, residual_out=residual_out)
+    return residual_out, y
+
+
+def swiglu(gate_up):
+    return SwiGLU.apply(gate_up)
+
+
+def rope(x, freqs, position_ids):
+    return RoPE.apply(x, freqs, position_ids)
+
+
+def rope_freqs(head_dim: int, base: float = 10000.0, dtype=np.float64) -> Variable:
+    """The fixed RoPE frequencies (head_dim/2,), named "rope_freqs" (data: never a gradient)."""
+    if head_dim <= 0 or head_dim % 2:
+        raise ShapeError(f"rope_freqs: head_dim={head_dim}. Rule: rope turns pairs of features, so "
+                         f"the head dimension is even. Fix: choose an even head_dim.")
+    return Variable(kernels.rope_freqs(head_dim, base, dtype), name="rope_freqs")
+
+
+def attention(q, k, v, causal: bool = True):
+    return Attention.apply(q, k, v, causal=causal)
+
+
+def fused_lm_head_loss(x, weight, targets):
+    return FusedLMHeadLoss.apply(x, weight, targets)
+
+
+# -- checks: each names the op, the shapes, the rule and the fix --------------------------------
+def _array(x) -> np.ndarray:
+    return x._data if isinstance(x, Variable) else np.asarray(x)
+
+
+def _check_float(op: str, name: str, a: np.ndarray) -> None:
+    if a.dtype.kind != "f":
+        raise DtypeError(f"{op}: {name} has dtype {a.dtype} (shape {a.shape}). Rule: {name} is "
+                         f"differentiable data, a float array. Fix: {name}.astype(np.float32) or "
+                         f"np.float64.")
+
+
+def _check_int(op: str, name: str, a: np.ndarray) -> None:
+    if a.dtype.kind not in "iu":
+        raise DtypeError(f"{op}: {name} has dtype {a.dtype} (shape {a.shape}). Rule: {name} are "
+                         f"integer indices, never differentiated. Fix: {name}.astype(np.int64).")
+
+
+def _check_norm(op: str, x: np.ndarray, weight: np.ndarray, operands=None) -> None:
+    _check_float(op, "x", x)
+    _check_float(op, "weight", weight)
+    if x.ndim < 1 or weight.shape != x.shape[-1:]:
+        shapes = (f"x and residual of shapes {_array(operands[0]).shape} and "
+                  f"{_array(operands[1]).shape}" if operands else f"x of shape {x.shape}")
+        raise ShapeError(f"{op}: {shapes} and weight of shape {weight.shape}. Rule: "
+                         f"the norm runs over the last axis and weight has one scale per feature, "
+                         f"shape ({x.shape[-1] if x.ndim else 'D'},). Fix: pass a weight of shape "
+                         f"x.shape[-1:].")
+
+
+def _check_embedding(ids: np.ndarray, weight: np.ndarray) -> None:
+    _check_int("embedding", "ids", ids)
+    _check_float("embedding", "weight", weight)
+    if weight.ndim != 2:
+        raise ShapeError(f"embedding: weight of shape {weight.shape} (ids {ids.shape}). Rule: the "
+                         f"table is (V, D), one row per token. Fix: weight of shape (vocab, dim).")
+    if ids.size and (ids.min() < 0 or ids.max() >= weight.shape[0]):
+        raise ShapeError(f"embedding: ids in [{ids.min()}, {ids.max()}] for a table of shape "
+                         f"{weight.shape}. Rule: 0 <= id < V = {weight.shape[0]}. Fix: map tokens "
+                         f"into the vocabulary, or enlarge the table.")
+
+
+def _check_rope(x: np.ndarray, freqs: np.ndarray, pos: np.ndarray, freqs_grad: bool) -> None:
+    _check_float("rope", "x", x)
+    _check_float("rope", "freqs", freqs)
+    _check_int("rope", "position_ids", pos)
+    if x.ndim != 4 or x.shape[-1] % 2 or freqs.shape != (x.shape[-1] // 2,) or \
+            pos.shape not in ((x.shape[1],), x.shape[:2]):
+        raise ShapeError(f"rope: x {x.shape}, freqs {freqs.shape}, position_ids {pos.shape}. Rule: "
+                         f"x is (B, T, H, Dh) with Dh even, freqs (Dh/2,), position_ids (T,) or "
+                         f"(B, T). Fix: reshape x to (batch, seq, heads, head_dim) and use "
+                         f"mg.rope_freqs(head_dim).")
+    if freqs_grad:
+        raise DtypeError(f"rope: freqs {freqs.shape} requires grad. Rule: the frequencies are fixed "
+                         f"constants, never differentiated (design D: rope_freqs). Fix: pass "
+                         f"mg.rope_freqs(head_dim), or a Variable with requires_grad=False.")
+
+
+def _check_attention(q: np.ndarray, k: np.ndarray, v: np.ndarray) -> None:
+    for name, a in (("q", q), ("k", k), ("v", v)):
+        _check_float("attention", name, a)
+    if q.ndim != 4 or q.shape != k.shape or q.shape != v.shape:
+        raise ShapeError(f"attention: q {q.shape}, k {k.shape}, v {v.shape}. Rule: q, k and v are "
+                         f"(B, T, H, Dh), all the same shape. Fix: reshape each projection to "
+                         f"(batch, seq, heads, head_dim).")
+
+
+def _check_lm_head(x: np.ndarray, weight: np.ndarray, targets: np.ndarray) -> None:
+    _check_float("fused_lm_head_loss", "x", x)
+    _check_float("fused_lm_head_loss", "weight", weight)
+    _check_int("fused_lm_head_loss", "targets", targets)
+    if x.ndim != 2 or weight.ndim != 2 or x.shape[1] != weight.shape[0] or \
+            targets.shape != (x.shape[0],):
+        raise ShapeError(f"fused_lm_head_loss: x {x.shape}, weight {weight.shape}, targets "
+                         f"{targets.shape}. Rule: x (N, D), weight (D, V), targets (N,). Fix: "
+                         f"flatten batch and sequence first, x.reshape(-1, D), targets.reshape(-1).")
+    if targets.size and (targets.min() < 0 or targets.max() >= weight.shape[1]):
+        raise ShapeError(f"fused_lm_head_loss: targets in [{targets.min()}, {targets.max()}] for "
+                         f"V = {weight.shape[1]} classes (weight {weight.shape}). Rule: 0 <= t < V. "
+                         f"Fix: targets must be token ids of the vocabulary.")
