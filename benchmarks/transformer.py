@@ -10,10 +10,12 @@ Measured side by side in one run, one BLAS thread each:
   aot     minigrad.aot: captured and derived once, each step runs the compiled plan
   torch   the same model, same math (rms_norm, rotary halves, causal scaled-dot-product
           attention, SwiGLU, cross-entropy), from the same initial parameters, in torch 2.13 CPU,
-          in a separate process (torch's and OpenBLAS's thread pools fight when they share one)
+          in a separate process (torch's and OpenBLAS's thread pools fight when they share one),
+          asked for one round of steps at a time so that the three runs are interleaved
 The first loss of each is printed: they must agree (same model, same data). Medians over
 repeats, in milliseconds, and the ratios eager/torch and aot/torch (targets: <= 1.5 and <= 1.2).
-Then the aot memory plan of the step: peak activation bytes under save-all and recompute.
+Then the aot memory plan of the step: peak activation bytes under save-all, and under
+recompute of the norms, rope and swiglu outputs (re-run in backward instead of kept).
 
 torch is looked up in this interpreter, or in the one given with --torch-python; without it
 the torch column is skipped with a message (torch is never a dependency of minigrad).
@@ -103,7 +105,7 @@ import json, statistics, sys, time
 import numpy as np, torch
 import torch.nn.functional as F
 torch.set_num_threads(1)
-path, steps, lr, sizes = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), json.loads(sys.argv[4])
+path, lr, sizes = sys.argv[1], float(sys.argv[2]), json.loads(sys.argv[3])
 saved = np.load(path)
 P = {k[2:]: torch.tensor(saved[k], requires_grad=True) for k in saved.files if k.startswith("p:")}
 ids, targets = torch.from_numpy(saved["ids"]), torch.from_numpy(saved["targets"])
@@ -154,16 +156,14 @@ def step():
             p.grad = None
     return loss.item()
 
-first = step()
+print(json.dumps({"first_loss": step()}), flush=True)
 for _ in range(5):
     step()
-rounds = []
-for _ in range(5):
+for line in sys.stdin:                 # one round per request: the parent interleaves the runs
     times = []
-    for _ in range(max(1, steps // 5)):
+    for _ in range(int(line)):
         t = time.perf_counter(); step(); times.append(time.perf_counter() - t)
-    rounds.append(statistics.median(times) * 1e3)
-print(json.dumps({"first_loss": first, "ms": statistics.median(rounds)}))
+    print(json.dumps({"ms": statistics.median(times) * 1e3}), flush=True)
 """
 
 
@@ -175,27 +175,57 @@ def torch_python(given: str | None) -> str | None:
     return python if probe.returncode == 0 else None
 
 
-def torch_result(python: str, sizes: dict, steps: int) -> dict:
-    model = mg.nn.TinyTransformer(**sizes, seed=0)     # the same initial values as eager and aot
-    ids, targets = make_data(sizes["vocab"])
-    arrays = {f"p:{p.name}": p.numpy() for p in model.parameters()}
-    arrays.update(ids=ids, targets=targets, freqs=model.blocks[0].attn.freqs.numpy())
-    with tempfile.TemporaryDirectory() as tmp:
-        path = os.path.join(tmp, "model.npz")
+class TorchReference:
+    """The torch process: started with the same initial parameters and data as eager and aot;
+    `first_loss`, then `round(steps)` times `steps` steps and gives their median in ms."""
+
+    def __init__(self, python: str, sizes: dict):
+        model = mg.nn.TinyTransformer(**sizes, seed=0)     # the same initial values as eager, aot
+        ids, targets = make_data(sizes["vocab"])
+        arrays = {f"p:{p.name}": p.numpy() for p in model.parameters()}
+        arrays.update(ids=ids, targets=targets, freqs=model.blocks[0].attn.freqs.numpy())
+        self._tmp = tempfile.TemporaryDirectory()
+        path = os.path.join(self._tmp.name, "model.npz")
         np.savez(path, **arrays)
-        out = subprocess.run([python, "-c", TORCH_SCRIPT, path, str(steps), str(LR),
-                              json.dumps(sizes)], capture_output=True, text=True,
-                             env=os.environ.copy())
-    if out.returncode != 0:
-        raise RuntimeError(f"the torch reference failed:\n{out.stderr}")
-    return json.loads(out.stdout.strip().splitlines()[-1])
+        self.process = subprocess.Popen([python, "-c", TORCH_SCRIPT, path, str(LR), json.dumps(sizes)],
+                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                        stderr=subprocess.PIPE, text=True, env=os.environ.copy())
+        self.first_loss = self._answer()["first_loss"]
+
+    def _answer(self) -> dict:
+        line = self.process.stdout.readline()
+        if not line:
+            raise RuntimeError(f"the torch reference failed:\n{self.process.stderr.read()}")
+        return json.loads(line)
+
+    def round(self, steps: int) -> float:
+        self.process.stdin.write(f"{steps}\n")
+        self.process.stdin.flush()
+        return self._answer()["ms"]
+
+    def close(self) -> None:
+        self.process.stdin.close()
+        self.process.wait()
+        self._tmp.cleanup()
+
+
+# What the recompute plan re-runs in backward: the cheap ops (norms, rope, swiglu) whose outputs
+# backward reads; matmuls and attention stay saved. (plan_memory's default list, the saves of
+# elementwise ops, is empty for this model: its elementwise work is inside the fused ops.)
+RECOMPUTED_OPS = ("rmsnorm", "fused_residual_rmsnorm", "rope", "swiglu")
+
+
+def recompute_list(forward, backward) -> list:
+    return [t for t in backward.save if forward.producer_of(t) is not None
+            and forward.producer_of(t).type in RECOMPUTED_OPS]
 
 
 def plan_bytes(sizes: dict) -> dict:
     from minigrad import aot
     _, forward, backward = aot_parts(sizes)
     save_all = aot.plan_memory(forward, backward)
-    recompute = aot.plan_memory(forward, backward, policy="recompute")
+    recompute = aot.plan_memory(forward, backward, policy="recompute",
+                                recompute=recompute_list(forward, backward))
     return {"save_all_peak": save_all.peak_bytes, "save_all_saved": save_all.saved_bytes,
             "recompute_peak": recompute.peak_bytes, "recompute_saved": recompute.saved_bytes,
             "recompute_extra_ops": len(recompute.backward.operations) - len(backward.operations)}
@@ -220,35 +250,39 @@ def main(argv=None) -> None:
     first = {name: step(ids, targets) for name, step in runs.items()}
     if not same_loss(first["aot"], first["eager"]):
         raise SystemExit(f"eager and aot disagree on the first loss: {first}")
+    python = None if args.moe else torch_python(args.torch_python)
+    torch = TorchReference(python, sizes) if python else None
+    if torch is not None and not same_loss(torch.first_loss, first["eager"]):
+        raise SystemExit(f"torch computes another model: first loss {torch.first_loss} against "
+                         f"eager's {first['eager']}")
     for step in runs.values():
         for _ in range(5):
             step(ids, targets)
-    # Interleave the runs so that a slow patch of the machine hits them alike.
-    times = {name: [] for name in runs}
+    # Interleave the runs (torch's process too) so that a slow patch of the machine hits them alike.
+    per_round = max(1, args.steps // 5)
+    times = {name: [] for name in [*runs, *(["torch"] if torch else [])]}
     for _ in range(5):
         for name, step in runs.items():
-            times[name].append(median_ms(step, ids, targets, max(1, args.steps // 5)))
+            times[name].append(median_ms(step, ids, targets, per_round))
+        if torch is not None:
+            times["torch"].append(torch.round(per_round))
+    if torch is not None:
+        torch.close()
     ms = {name: statistics.median(t) for name, t in times.items()}
     print(f"{label} sizes: {sizes} batch={BATCH} seq={SEQ} float32, one BLAS thread")
     line = (f"{label} step ms: eager={ms['eager']:.2f} aot={ms['aot']:.2f} "
             f"ratio_eager_aot={ms['eager'] / ms['aot']:.2f}")
     losses = f"first loss: eager={first['eager']:.6f} aot={first['aot']:.6f}"
-    python = None if args.moe else torch_python(args.torch_python)
-    if python is None:
+    if torch is None:
         print(line)
         print(losses)
         print("torch: skipped (" + ("no MoE reference" if args.moe else
               "torch is not installed here; pip install torch==2.13.0, or pass --torch-python")
               + ")")
     else:
-        theirs = torch_result(python, sizes, args.steps)
-        if not same_loss(theirs["first_loss"], first["eager"]):
-            raise SystemExit(f"torch computes another model: first loss {theirs['first_loss']} "
-                             f"against eager's {first['eager']}")
-        ms["torch"] = theirs["ms"]
         print(f"{line} torch={ms['torch']:.2f} ratio_eager_torch={ms['eager'] / ms['torch']:.2f} "
               f"(target <= 1.5) ratio_aot_torch={ms['aot'] / ms['torch']:.2f} (target <= 1.2)")
-        print(f"{losses} torch={theirs['first_loss']:.6f}")
+        print(f"{losses} torch={torch.first_loss:.6f}")
     plan = plan_bytes(sizes)
     print(f"{label} aot plan peak bytes: save_all={plan['save_all_peak']:,} "
           f"recompute={plan['recompute_peak']:,} "
