@@ -121,8 +121,27 @@ def test_eager_and_aot_gradients_equal_at_every_training_step():
 
 
 def test_eager_and_aot_gradients_equal_with_moe_blocks():
-    pytest.importorskip("minigrad.ops.moe")
     _train_both(dict(vocab=11, dim=8, n_layers=1, n_heads=2, hidden=6, n_experts=3, k=2), steps=3)
+
+
+def test_recomputing_the_cheap_ops_keeps_the_gradients_and_halves_the_saves():
+    model = nn.TinyTransformer(**SMALL, seed=2, dtype=np.float64)
+    ids, targets = data.sort_digits(4, 3, seed=2)
+    forward = aot.capture(model, ids, targets, params=model, input_names=["ids", "targets"])
+    backward = aot.derive_backward_graph(forward)
+    cheap = [t for t in backward.save if forward.producer_of(t) is not None and
+             forward.producer_of(t).type in ("rmsnorm", "fused_residual_rmsnorm", "rope", "swiglu")]
+    assert len(cheap) >= 4 * SMALL["n_layers"]
+    save_all = aot.plan_memory(forward, backward)
+    again = aot.plan_memory(forward, backward, policy="recompute", recompute=cheap)
+    assert again.saved_bytes < 0.7 * save_all.saved_bytes
+    assert again.peak_bytes <= save_all.peak_bytes
+    runs = [aot.Executor(forward, b, model, ids, targets) for b in (backward, again.backward)]
+    for run in runs:
+        run.run(ids, targets)
+    for name in backward.outputs:
+        np.testing.assert_allclose(runs[1].grads()[name], runs[0].grads()[name], rtol=1e-12,
+                                   atol=1e-14, err_msg=name)
 
 
 def test_loss_decreases_on_the_sort_task():
