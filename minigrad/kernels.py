@@ -436,12 +436,22 @@ def embedding(ids: np.ndarray, weight: np.ndarray, out=None) -> np.ndarray:
 
 def embedding_backward(ids: np.ndarray, grad_output: np.ndarray, num_embeddings: int,
                        out=None) -> np.ndarray:
-    """d_weight[v] = sum of the gradient rows of the positions whose id is v (a scatter-add)."""
-    d_weight = np.zeros((num_embeddings, grad_output.shape[-1]), grad_output.dtype) if out is None \
-        else out
+    """d_weight[v] = sum of the gradient rows of the positions whose id is v (a scatter-add).
+
+    Plainly: np.add.at(d_weight, ids, rows). Faster: sort the rows by id and sum each run of
+    equal ids with one np.add.reduceat call (a few times quicker than np.add.at)."""
+    dim = grad_output.shape[-1]
+    d_weight = np.zeros((num_embeddings, dim), grad_output.dtype) if out is None else out
     if out is not None:
         d_weight.fill(0)
-    np.add.at(d_weight, ids.reshape(-1), grad_output.reshape(-1, grad_output.shape[-1]))
+    flat = ids.reshape(-1)
+    if flat.size == 0:
+        return d_weight
+    order = np.argsort(flat, kind="stable")
+    sorted_ids = flat[order]
+    starts = np.flatnonzero(np.concatenate(([True], sorted_ids[1:] != sorted_ids[:-1])))
+    rows = grad_output.reshape(-1, dim)[order]
+    d_weight[sorted_ids[starts]] = np.add.reduceat(rows, starts, axis=0)
     return d_weight
 
 
@@ -454,14 +464,20 @@ def swiglu(gate_up: np.ndarray, out=None) -> np.ndarray:
 
 
 def swiglu_backward(gate_up: np.ndarray, grad_output: np.ndarray, out=None) -> np.ndarray:
-    """d_gate = dy * up * silu'(gate), d_up = dy * silu(gate), side by side as d_gate_up."""
+    """s = sigmoid(gate): d_up = dy gate s, d_gate = dy up s (1 + gate (1 - s)), side by side."""
     f = gate_up.shape[-1] // 2
     gate, up = gate_up[..., :f], gate_up[..., f:]
     d = np.empty(gate_up.shape, np.result_type(gate_up, grad_output)) if out is None else out
-    silu(gate, out=d[..., f:])
-    d[..., f:] *= grad_output
-    silu_backward(gate, grad_output, out=d[..., :f])
-    d[..., :f] *= up
+    d_gate, d_up = d[..., :f], d[..., f:]
+    s = sigmoid(gate)
+    np.multiply(gate, s, out=d_up)                  # silu(gate)
+    np.subtract(1.0, s, out=d_gate)
+    d_gate *= gate
+    d_gate += 1.0
+    d_gate *= s                                     # silu'(gate)
+    d_gate *= up
+    d_gate *= grad_output
+    d_up *= grad_output
     return d
 
 
@@ -473,72 +489,96 @@ def rope_freqs(head_dim: int, base: float = 10000.0, dtype=np.float64) -> np.nda
 def rope(x: np.ndarray, freqs: np.ndarray, position_ids: np.ndarray, out=None,
          sign: float = 1.0) -> np.ndarray:
     """Turn each pair (x[..., i], x[..., i + Dh/2]) of x (B, T, H, Dh) by the angle pos * freqs[i]
-    (sign=-1: the inverse turn, which is rope's backward)."""
+    (sign=-1: the inverse turn, which is rope's backward).
+
+    Plainly: y1 = x1 cos - x2 sin, y2 = x1 sin + x2 cos, with x1, x2 the two halves. Written as
+    y = x * [cos, cos] + swap(x) * [-sin, sin] over all heads at once, (B, T, H*Dh), so that each
+    numpy call runs long contiguous rows instead of Dh/2-element pieces."""
+    if out is not None and not out.flags.c_contiguous:   # the rows below are views of out
+        out[...] = rope(x, freqs, position_ids, None, sign)
+        return out
+    b, t, heads, dim = x.shape
+    half = dim // 2
     angle = np.multiply.outer(position_ids.astype(np.float64), freqs.astype(np.float64))
-    cos, sin = np.cos(angle).astype(x.dtype), np.sin(angle).astype(x.dtype)
-    cos, sin = cos[..., None, :], sin[..., None, :]       # (T | B T, 1, Dh/2): over heads
-    if sign < 0:
-        np.negative(sin, out=sin)
-    h = x.shape[-1] // 2
-    x1, x2 = x[..., :h], x[..., h:]
+    cos, sin = np.cos(angle), np.sin(angle) * sign
+    cos = np.tile(np.concatenate([cos, cos], -1).astype(x.dtype), heads)     # (T | B T, H*Dh)
+    sin = np.tile(np.concatenate([-sin, sin], -1).astype(x.dtype), heads)
+    swap = np.arange(heads * dim).reshape(heads, 2, half)[:, ::-1].reshape(-1)   # halves swapped
+    rows = x.reshape(b, t, heads * dim)
     y = np.empty(x.shape, x.dtype) if out is None else out
-    np.multiply(x1, cos, out=y[..., :h])
-    y[..., :h] -= x2 * sin
-    np.multiply(x1, sin, out=y[..., h:])
-    y[..., h:] += x2 * cos
+    flat = y.reshape(b, t, heads * dim)
+    np.multiply(rows, cos, out=flat)
+    swapped = np.take(rows, swap, axis=-1)
+    swapped *= sin
+    flat += swapped
     return y
+
+
+_CAUSAL_BIAS: dict = {}   # (T, dtype) -> the mask below, made once per size
 
 
 def _causal_bias(t: int, dtype) -> np.ndarray:
     """0 on and below the diagonal, -inf above: a query sees itself and earlier keys only."""
-    return np.triu(np.full((t, t), -np.inf, dtype), 1)
+    key = (t, np.dtype(dtype))
+    if key not in _CAUSAL_BIAS:
+        bias = np.triu(np.full((t, t), -np.inf, dtype), 1)
+        bias.flags.writeable = False
+        _CAUSAL_BIAS[key] = bias
+    return _CAUSAL_BIAS[key]
+
+
+def _scores(q: np.ndarray, k: np.ndarray, causal: bool, out=None) -> np.ndarray:
+    """s = q k^T / sqrt(Dh) per batch and head (B, H, T, T), -inf above the diagonal if causal.
+    (The scale goes on q, a (T, Dh) array, rather than on the (T, T) scores: one pass fewer.)"""
+    qh = np.multiply(q, 1.0 / np.sqrt(q.shape[-1]), dtype=q.dtype).transpose(0, 2, 1, 3)
+    s = np.matmul(qh, k.transpose(0, 2, 3, 1), out=out)
+    if causal:
+        s += _causal_bias(q.shape[1], s.dtype)
+    return s
 
 
 def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, causal: bool = True, out=None,
-              lse=None) -> tuple:
+              lse=None, scores=None) -> tuple:
     """out = softmax(q k^T / sqrt(Dh) [+ causal mask]) v per head, q k v (B, T, H, Dh); also
-    lse (B, H, T), the log-sum-exp of each score row: backward rebuilds the probabilities from it."""
-    qh, kh, vh = (a.transpose(0, 2, 1, 3) for a in (q, k, v))          # (B, H, T, Dh) views
-    s = np.matmul(qh, kh.transpose(0, 1, 3, 2))
-    s *= 1.0 / np.sqrt(q.shape[-1])
-    if causal:
-        s += _causal_bias(q.shape[1], s.dtype)
+    lse (B, H, T), the log-sum-exp of each score row: backward rebuilds the probabilities from it.
+    scores: an optional (B, H, T, T) scratch buffer (a compiled plan's), used and forgotten."""
+    s = _scores(q, k, causal, scores)
     m = s.max(axis=-1, keepdims=True)
     s -= m
-    np.exp(s, out=s)                                                    # s now holds exp
+    np.exp(s, out=s)                                                    # s now holds e = exp(s - m)
     total = s.sum(axis=-1, keepdims=True)
-    s /= total
-    lse = np.add(np.log(total[..., 0]), m[..., 0], out=lse)
+    lse = np.log(total[..., 0], out=lse)
+    lse += m[..., 0]
     o = np.empty(q.shape, np.result_type(q, v)) if out is None else out
-    np.matmul(s, vh, out=o.transpose(0, 2, 1, 3))
+    oh = o.transpose(0, 2, 1, 3)
+    np.matmul(s, v.transpose(0, 2, 1, 3), out=oh)                       # e v, then / total:
+    oh /= total                                                         # (T, Dh), not (T, T)
     return o, lse
 
 
 def attention_backward(q: np.ndarray, k: np.ndarray, v: np.ndarray, o: np.ndarray,
                        lse: np.ndarray, grad_output: np.ndarray, causal: bool = True,
-                       dq=None, dk=None, dv=None) -> tuple:
+                       dq=None, dk=None, dv=None, scores=None, ds=None) -> tuple:
     """p = exp(q k^T / sqrt(Dh) - lse) recomputed; dv = p^T do, dp = do v^T,
     ds = p (dp - rowsum(do * o)), dq = ds k / sqrt(Dh), dk = ds^T q / sqrt(Dh)."""
     scale = 1.0 / np.sqrt(q.shape[-1])
-    qh, kh, vh = (a.transpose(0, 2, 1, 3) for a in (q, k, v))
-    goh, oh = grad_output.transpose(0, 2, 1, 3), o.transpose(0, 2, 1, 3)
-    p = np.matmul(qh, kh.transpose(0, 1, 3, 2))
-    p *= scale
-    if causal:
-        p += _causal_bias(q.shape[1], p.dtype)
+    goh = grad_output.transpose(0, 2, 1, 3)
+    p = _scores(q, k, causal, scores)
     p -= lse[..., None]
     np.exp(p, out=p)
     dq = np.empty(q.shape, q.dtype) if dq is None else dq
     dk = np.empty(k.shape, k.dtype) if dk is None else dk
     dv = np.empty(v.shape, v.dtype) if dv is None else dv
     np.matmul(p.transpose(0, 1, 3, 2), goh, out=dv.transpose(0, 2, 1, 3))
-    dp = np.matmul(goh, vh.transpose(0, 1, 3, 2))
-    row = np.einsum("bhtd,bhtd->bht", goh, oh)
-    dp -= row[..., None]
-    dp *= p                                                             # dp now holds ds
-    dp *= scale
-    np.matmul(dp, kh, out=dq.transpose(0, 2, 1, 3))
-    np.matmul(dp.transpose(0, 1, 3, 2), qh, out=dk.transpose(0, 2, 1, 3))
+    ds = np.matmul(goh, v.transpose(0, 2, 3, 1), out=ds)                # dp = do v^T
+    row = np.einsum("bthd,bthd->bht", grad_output, o)
+    ds -= row[..., None]
+    ds *= p                                                             # ds = p (dp - row)
+    dqh, dkh = dq.transpose(0, 2, 1, 3), dk.transpose(0, 2, 1, 3)
+    np.matmul(ds, k.transpose(0, 2, 1, 3), out=dqh)
+    dqh *= scale
+    np.matmul(ds.transpose(0, 1, 3, 2), q.transpose(0, 2, 1, 3), out=dkh)
+    dkh *= scale
     return dq, dk, dv
 
 

@@ -109,13 +109,15 @@ def _op(forward, op_type):
 def test_ir_outputs_and_save_lists_match_design_d():
     """Every input is an activation here (a graph input, read through saved.), so the save list
     shows all the rule reads; parameters would be read directly and not listed."""
-    forward, backward = _graphs(lambda x, w: (mg.rmsnorm(x, w) * W_BTD).sum(), [normal(B, T, D), normal(D)], [], ["x", "weight"])
+    forward, backward = _graphs(lambda x, w: proj(mg.rmsnorm(x, w), W_BTD), [normal(B, T, D), normal(D)], [],
+                                ["x", "weight"])
     op = _op(forward, "rmsnorm")
     assert op.outputs[1] == f"{op.outputs[0]}.rstd" and forward.shape_env[op.outputs[1]].shape == (B, T)
     assert sorted(backward.save) == sorted(["x", op.outputs[1], "weight"])   # x, rstd (+ weight, an input)
 
     x, w = normal(B, T, D), mg.create_leaf(normal(D), requires_grad=True, name="ln.weight")
-    forward = aot.capture(lambda x: (mg.rmsnorm(x, w) * W_BTD).sum(), mg.create_leaf(x, requires_grad=True, name="x"), params=[w])
+    forward = aot.capture(lambda x: proj(mg.rmsnorm(x, w), W_BTD),
+                          mg.create_leaf(x, requires_grad=True, name="x"), params=[w])
     backward = aot.derive_backward_graph(forward)
     assert backward.save == ["x", f"{_op(forward, 'rmsnorm').outputs[0]}.rstd"]   # exactly x, rstd
 
@@ -124,7 +126,8 @@ def test_ir_outputs_and_save_lists_match_design_d():
     assert op.inputs == ("x", "residual", "ln.weight") and len(op.outputs) == 3
     assert set(backward.save) == {op.outputs[0], op.outputs[2]}               # residual_out, rstd
 
-    forward, backward = _graphs(lambda w, ids: (mg.embedding(ids, w) * W_BTD).sum(), [normal(V, D)], [IDS], ["weight", "ids"])
+    forward, backward = _graphs(lambda w, ids: proj(mg.embedding(ids, w), W_BTD), [normal(V, D)], [IDS],
+                                ["weight", "ids"])
     assert backward.save == ["ids"]                                           # ids
 
     forward, backward = _graphs(lambda gu: proj(mg.swiglu(gu), W_F), [normal(B * T, 2 * F)], [], ["gate_up"])
@@ -141,7 +144,8 @@ def test_ir_outputs_and_save_lists_match_design_d():
     assert set(backward.save) == {"q", "k", "v", op.outputs[0], op.outputs[1]}  # q, k, v, out, lse
     assert all(forward.shape_env[n].shape[-2:] != (T, T) for n in backward.save)
 
-    forward, backward = _graphs(lambda x, w, t: mg.fused_lm_head_loss(x, w, t), [normal(B * T, D), normal(D, V)],
+    forward, backward = _graphs(lambda x, w, t: mg.fused_lm_head_loss(x, w, t),
+                                [normal(B * T, D), normal(D, V)],
                                 [TARGETS], ["x", "weight", "targets"])
     assert set(backward.save) == {"x", "weight", "targets"}                   # x, weight (+ targets)
     assert [op.type for op in backward.operations] == ["fused_lm_head_loss_backward"]   # one rule
@@ -162,7 +166,8 @@ def test_saves_of_existing_ops_match_design_d():
         forward, backward = _graphs(fn, [normal(3, 4)], [], ["a"])
         op = _op(forward, op_type)
         assert backward.save == want(op), (op_type, backward.save)
-    forward, backward = _graphs(lambda a, t: mg.cross_entropy(a, t), [normal(3, 5)], [np.array([0, 4, 2])], ["logits", "t"])
+    forward, backward = _graphs(lambda a, t: mg.cross_entropy(a, t), [normal(3, 5)], [np.array([0, 4, 2])],
+                                ["logits", "t"])
     assert backward.save == ["logits", "t"]                                   # logits (+ targets)
 
 
@@ -174,7 +179,8 @@ def test_rope_freqs_and_index_names_get_no_gradient():
     assert backward.outputs == ["d_x"]
     assert "layer0.rope_freqs" in forward.inputs
     for name in ("scatter_indices", "routing_indices", "gather_indices", "expert_offsets", "moe.rope_freqs"):
-        forward = aot.capture(lambda a, b: (a * b).sum(), mg.create_leaf(normal(4), requires_grad=True, name="a"),
+        forward = aot.capture(lambda a, b: (a * b).sum(),
+                              mg.create_leaf(normal(4), requires_grad=True, name="a"),
                               mg.create_leaf(np.arange(4.0), requires_grad=True, name=name))
         backward = aot.derive_backward_graph(forward)
         assert backward.outputs == ["d_a"], name
@@ -210,10 +216,12 @@ def test_a_block_trains_the_same_in_both_engines(policy):
     forward = aot.capture(block, mg.create_leaf(IDS, name="ids"), mg.create_leaf(TARGETS, name="targets"),
                           params=block.params)
     backward = aot.derive_backward_graph(forward)
+    norms = [t for t in backward.save if t.endswith(".rstd")]
     plan = aot.plan_memory(forward, backward, policy=policy,
-                           recompute=[t for t in backward.save if t.endswith(".rstd")] if policy == "recompute" else None)
+                           recompute=norms if policy == "recompute" else None)
     if policy == "recompute":   # the norms (one- and three-output ops) re-run in backward
-        assert len(plan.recomputed) == 3 and sum(op.id.startswith("recompute_") for op in plan.backward.operations) == 3
+        assert len(plan.recomputed) == 3
+        assert sum(op.id.startswith("recompute_") for op in plan.backward.operations) == 3
         assert not any(t.endswith(".rstd") for t in plan.backward.save)
     run = aot.Executor(forward, plan.backward, block.params, IDS, TARGETS)
     types = {op.type for op in forward.operations}

@@ -237,3 +237,46 @@ def test_a_compiler_returning_too_few_outputs_is_named(toy, monkeypatch):
     forward = aot.capture(_both, mg.create_leaf(x, requires_grad=True, name="x"))
     with pytest.raises(aot.ExecuteError, match=r"toy_sincos.*2 arrays for the 3 outputs.*tuple of 3"):
         aot.Executor(forward, None, None, x)
+
+
+class ToyPick(Function):
+    """z[n] = x[n, idx[n]] with idx = argmax computed first and handed to the node (an integer
+    output that is also an input of the main node, as moe_topk does)."""
+    name = "toy_pick"
+
+    @staticmethod
+    def forward(ctx, x, idx):
+        ctx.save_for_backward(idx)
+        ctx.width = x.shape[1]
+        return np.take_along_axis(x, idx[:, None], 1)[:, 0]
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        (idx,) = ctx.saved_tensors
+        d = np.zeros((len(idx), ctx.width))
+        d[np.arange(len(idx)), idx] = grad_output
+        return d, None
+
+
+def pick(x):
+    idx = Variable(np.argmax(x.data, axis=1))
+    picked = ToyPick.apply(x, idx)
+    link_outputs(picked, indices=idx)
+    return picked, idx
+
+
+def test_an_integer_output_that_is_also_an_input_of_the_main_node(monkeypatch):
+    monkeypatch.setitem(OPS, "toy_pick", ToyPick)
+    monkeypatch.setitem(capture_module.CAPTURED, "toy_pick", lambda node, v, inputs: (
+        "toy_pick", {}, [v, linked_output(node, "indices") or ("indices", TensorInfo(v.shape, np.int64))]))
+    x = RNG.normal(size=(4, 3))
+
+    def fn(x):
+        picked, idx = pick(x)
+        return (picked * idx * idx).sum()   # the indices feed a later op too
+    forward = aot.capture(fn, mg.create_leaf(x, requires_grad=True, name="x"))
+    (op,) = [o for o in forward.operations if o.type == "toy_pick"]
+    assert op.inputs == ("x",) and op.outputs[1] == f"{op.outputs[0]}.indices"
+    assert [o.type for o in forward.operations] == ["toy_pick", "multiply", "multiply", "sum"]
+    assert not forward.constants, forward.text()   # the indices are an output, not a folded constant
+

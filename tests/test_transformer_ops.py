@@ -55,14 +55,16 @@ def test_forward_values_match_plain_numpy():
     np.testing.assert_allclose(r.data, 3 * x, rtol=1e-12)
     np.testing.assert_allclose(yy.data, ref_rmsnorm(3 * x, w)[0], rtol=1e-12)
     ids, table = np.array([[3, 0, 3], [1, 1, 2]]), normal(4, D)
-    np.testing.assert_array_equal(mg.embedding(ids, table).data, np.stack([[table[i] for i in row] for row in ids]))
+    np.testing.assert_array_equal(mg.embedding(ids, table).data,
+                                  np.stack([[table[i] for i in row] for row in ids]))
     gu = normal(3, 6)
     gate, up = gu[:, :3], gu[:, 3:]
     np.testing.assert_allclose(mg.swiglu(gu).data, gate / (1 + np.exp(-gate)) * up, rtol=1e-12)
     freqs = mg.rope_freqs(DH, base=100.0)
     np.testing.assert_allclose(freqs.data, [1.0, 0.1], rtol=1e-12)
     xr = normal(B, T, H, DH)
-    np.testing.assert_allclose(mg.rope(xr, freqs, np.arange(T)).data, ref_rope(xr, freqs.data, np.arange(T)), rtol=1e-12)
+    np.testing.assert_allclose(mg.rope(xr, freqs, np.arange(T)).data,
+                               ref_rope(xr, freqs.data, np.arange(T)), rtol=1e-12)
     pos2 = np.array([[0, 3, 1, 4, 2], [5, 5, 0, 1, 2]])
     np.testing.assert_allclose(mg.rope(xr, freqs, pos2).data, ref_rope(xr, freqs.data, pos2), rtol=1e-12)
     q, k, v = normal(B, T, H, DH), normal(B, T, H, DH), normal(B, T, H, DH)
@@ -187,11 +189,13 @@ def test_saves_of_the_existing_ops_match_design_d():
 # -- float32 stays float32 --------------------------------------------------------------------
 def test_float32_in_float32_out_and_in_backward():
     f32 = lambda *s: normal(*s).astype(np.float32)   # noqa: E731
-    q, k, v, w, x, head = _leaves(f32(B, T, H, DH), f32(B, T, H, DH), f32(B, T, H, DH), f32(D), f32(B * T, D), f32(D, 5))
+    q, k, v, w, x, head = _leaves(f32(B, T, H, DH), f32(B, T, H, DH), f32(B, T, H, DH), f32(D),
+                                  f32(B * T, D), f32(D, 5))
     o = mg.attention(mg.rope(q, mg.rope_freqs(DH, dtype=np.float32), np.arange(T)), k, v)
     y = mg.rmsnorm(o.reshape(B * T, D) + x, w)
-    loss = mg.fused_lm_head_loss(mg.swiglu(mg.embedding(np.arange(B * T) % 3, mg.create_leaf(f32(3, 2 * D))) * 1.0) * y,
-                                 head, np.arange(B * T) % 5)
+    table = mg.create_leaf(f32(3, 2 * D))
+    h = mg.swiglu(mg.embedding(np.arange(B * T) % 3, table) * 1.0) * y
+    loss = mg.fused_lm_head_loss(h, head, np.arange(B * T) % 5)
     assert o.dtype == y.dtype == loss.dtype == np.float32
     loss.backward()
     assert all(a.grad.dtype == np.float32 for a in (q, k, v, w, x, head))
@@ -199,24 +203,34 @@ def test_float32_in_float32_out_and_in_backward():
 
 # -- misuse: each message names the op, the shapes, the rule and the fix ----------------------
 MISUSE = [
-    (lambda: mg.embedding(np.array([0.0, 1.0]), normal(3, 2)), DtypeError, r"embedding: ids.*float64.*integer.*astype\(np.int64\)"),
-    (lambda: mg.embedding(np.array([0, 3]), normal(3, 2)), ShapeError, r"embedding: ids in \[0, 3\].*\(3, 2\).*0 <= id < V = 3.*Fix"),
-    (lambda: mg.embedding(np.array([0]), normal(3)), ShapeError, r"embedding: weight of shape \(3,\).*\(V, D\).*Fix"),
-    (lambda: mg.rmsnorm(normal(2, 4), normal(3)), ShapeError, r"rmsnorm: x of shape \(2, 4\) and weight of shape \(3,\).*last axis.*Fix"),
-    (lambda: mg.rmsnorm(np.ones((2, 4), np.int64), normal(4)), DtypeError, r"rmsnorm: x has dtype int64.*float.*Fix"),
+    (lambda: mg.embedding(np.array([0.0, 1.0]), normal(3, 2)), DtypeError,
+     r"embedding: ids.*float64.*integer.*astype\(np.int64\)"),
+    (lambda: mg.embedding(np.array([0, 3]), normal(3, 2)), ShapeError,
+     r"embedding: ids in \[0, 3\].*\(3, 2\).*0 <= id < V = 3.*Fix"),
+    (lambda: mg.embedding(np.array([0]), normal(3)), ShapeError,
+     r"embedding: weight of shape \(3,\).*\(V, D\).*Fix"),
+    (lambda: mg.rmsnorm(normal(2, 4), normal(3)), ShapeError,
+     r"rmsnorm: x of shape \(2, 4\) and weight of shape \(3,\).*last axis.*Fix"),
+    (lambda: mg.rmsnorm(np.ones((2, 4), np.int64), normal(4)), DtypeError,
+     r"rmsnorm: x has dtype int64.*float.*Fix"),
     (lambda: mg.fused_residual_rmsnorm(normal(2, 4), normal(2, 4), normal(5)), ShapeError,
      r"fused_residual_rmsnorm: x and residual of shapes \(2, 4\) and \(2, 4\) and weight of shape \(5,\).*Fix"),
     (lambda: mg.swiglu(normal(2, 5)), ShapeError, r"swiglu: gate_up of shape \(2, 5\).*odd.*2F.*Fix"),
-    (lambda: mg.rope(normal(2, 3, 4), FREQS, np.arange(3)), ShapeError, r"rope: x \(2, 3, 4\).*\(B, T, H, Dh\).*Fix"),
-    (lambda: mg.rope(normal(2, 3, 2, 4), mg.rope_freqs(6), np.arange(3)), ShapeError, r"rope: x \(2, 3, 2, 4\), freqs \(3,\).*Fix"),
-    (lambda: mg.rope(normal(2, 3, 2, 4), FREQS, np.arange(4)), ShapeError, r"rope:.*position_ids \(4,\).*\(T,\) or.*Fix"),
-    (lambda: mg.rope(normal(2, 3, 2, 4), FREQS, np.arange(3.0)), DtypeError, r"rope: position_ids has dtype float64.*integer"),
+    (lambda: mg.rope(normal(2, 3, 4), FREQS, np.arange(3)), ShapeError,
+     r"rope: x \(2, 3, 4\).*\(B, T, H, Dh\).*Fix"),
+    (lambda: mg.rope(normal(2, 3, 2, 4), mg.rope_freqs(6), np.arange(3)), ShapeError,
+     r"rope: x \(2, 3, 2, 4\), freqs \(3,\).*Fix"),
+    (lambda: mg.rope(normal(2, 3, 2, 4), FREQS, np.arange(4)), ShapeError,
+     r"rope:.*position_ids \(4,\).*\(T,\) or.*Fix"),
+    (lambda: mg.rope(normal(2, 3, 2, 4), FREQS, np.arange(3.0)), DtypeError,
+     r"rope: position_ids has dtype float64.*integer"),
     (lambda: mg.rope(normal(2, 3, 2, 4), mg.create_leaf(FREQS.data, requires_grad=True), np.arange(3)),
      DtypeError, r"rope: freqs \(2,\) requires grad.*fixed constants.*Fix: pass mg.rope_freqs"),
     (lambda: mg.rope_freqs(5), ShapeError, r"rope_freqs: head_dim=5.*even.*Fix"),
     (lambda: mg.attention(normal(2, 3, 2, 4), normal(2, 3, 2, 4), normal(2, 4, 2, 4)), ShapeError,
      r"attention: q \(2, 3, 2, 4\), k \(2, 3, 2, 4\), v \(2, 4, 2, 4\).*same shape.*Fix"),
-    (lambda: mg.attention(normal(6, 8), normal(6, 8), normal(6, 8)), ShapeError, r"attention: q \(6, 8\).*\(B, T, H, Dh\)"),
+    (lambda: mg.attention(normal(6, 8), normal(6, 8), normal(6, 8)), ShapeError,
+     r"attention: q \(6, 8\).*\(B, T, H, Dh\)"),
     (lambda: mg.fused_lm_head_loss(normal(4, 3), normal(4, 5), np.arange(4)), ShapeError,
      r"fused_lm_head_loss: x \(4, 3\), weight \(4, 5\), targets \(4,\).*x \(N, D\), weight \(D, V\).*Fix"),
     (lambda: mg.fused_lm_head_loss(normal(4, 3), normal(3, 5), np.array([0, 1, 2, 5])), ShapeError,

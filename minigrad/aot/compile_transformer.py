@@ -77,15 +77,20 @@ def _rope_backward(grad_output, freqs, position_ids, **attrs):
     return _calls(kernels.rope, (grad_output, freqs, position_ids, out, -1.0), out)
 
 
+def _scratch(q, k) -> np.ndarray:
+    """The (B, H, T, T) scores, a buffer of the plan (placement shares it once the call is done)."""
+    return _empty((q.shape[0], q.shape[2], q.shape[1], k.shape[1]), q, k)
+
+
 def _attention(q, k, v, causal=True, **attrs):
     out, lse = _empty(q.shape, q, v), _empty((q.shape[0], q.shape[2], q.shape[1]), q, k)
-    return _calls(kernels.attention, (q, k, v, causal, out, lse), (out, lse))
+    return _calls(kernels.attention, (q, k, v, causal, out, lse, _scratch(q, k)), (out, lse))
 
 
 def _attention_backward(grad_output, q, k, v, out, lse, causal=True, **attrs):
     dq, dk, dv = (_empty(a.shape, a, grad_output) for a in (q, k, v))
-    return _calls(kernels.attention_backward, (q, k, v, out, lse, grad_output, causal, dq, dk, dv),
-                  (dq, dk, dv))
+    return _calls(kernels.attention_backward, (q, k, v, out, lse, grad_output, causal, dq, dk, dv,
+                                               _scratch(q, k), _scratch(q, k)), (dq, dk, dv))
 
 
 def _lm_head_loss(x, weight, targets, **attrs):

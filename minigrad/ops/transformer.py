@@ -46,7 +46,7 @@ class Embedding(Function):
 
 @register("rmsnorm")
 class RMSNorm(Function):
-    """y = x rstd w, rstd = 1/sqrt(mean(x^2) + eps); dx = rstd (dy w - xhat mean(dy w xhat)) (x, rstd saved)."""
+    """y = x rstd w, rstd = 1/sqrt(mean(x^2)+eps); dx = rstd (g w - xhat mean(g w xhat)); saves x, rstd."""
     grad_text = ("rstd * (g w - xhat * mean(g w xhat)), xhat = x rstd", "sum(grad_output * xhat)")
     input_names = ("x", "weight")
 
@@ -91,7 +91,7 @@ class FusedResidualRMSNorm(Function):
 
 @register("swiglu")
 class SwiGLU(Function):
-    """y = silu(gate) * up, (gate, up) the halves of gate_up; d_gate = dy up silu'(gate), d_up = dy silu(gate)."""
+    """y = silu(gate) up (halves of gate_up); d_gate = g up silu'(gate), d_up = g silu(gate); saves gate_up."""
     grad_text = ("(grad_output * up * silu'(gate), grad_output * silu(gate))",)
     input_names = ("gate_up",)
 
@@ -113,7 +113,7 @@ class SwiGLU(Function):
 
 @register("rope")
 class RoPE(Function):
-    """y = each pair (x_i, x_{i+Dh/2}) turned by pos * freqs[i]; dx = dy turned back (freqs, position_ids saved)."""
+    """y = pairs (x_i, x_{i+Dh/2}) turned by pos freqs[i]; dx = g turned back; saves freqs, position_ids."""
     grad_text = ("grad_output turned by -pos * freqs", "none (fixed frequencies)",
                  "none (positions)")
     input_names = ("x", "freqs", "position_ids")
@@ -132,7 +132,7 @@ class RoPE(Function):
 
 @register("attention")
 class Attention(Function):
-    """out = softmax(q k^T / sqrt(Dh), causal) v per head; backward rebuilds p from lse (q, k, v, out, lse saved)."""
+    """out = softmax(q k^T / sqrt(Dh), causal) v; backward rebuilds p from lse; saves q, k, v, out, lse."""
     grad_text = ("ds k / sqrt(Dh)", "ds^T q / sqrt(Dh)", "p^T grad_output")
     input_names = ("q", "k", "v")
 
@@ -152,7 +152,7 @@ class Attention(Function):
 
 @register("fused_lm_head_loss")
 class FusedLMHeadLoss(Function):
-    """L = mean CE(x @ W, t); d_logits = (softmax - onehot) / N recomputed, dx = d_logits W^T, dW = x^T d_logits."""
+    """L = mean CE(x W, t); d_logits = (softmax(x W) - onehot) / N, dx = d_logits W^T, dW = x^T d_logits."""
     grad_text = ("d_logits @ weight^T", "x^T @ d_logits", "none (class indices)")
     input_names = ("x", "weight", "targets")
 
