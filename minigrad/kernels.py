@@ -350,7 +350,8 @@ def moe_unpermute_backward_expert_out(grad_output: np.ndarray, routing_weights: 
     n, k = routing_weights.shape
     grad = np.empty((n * k, grad_output.shape[1]), np.result_type(grad_output, routing_weights)) \
         if out is None else out
-    grad[scatter_indices] = (routing_weights[:, :, None] * grad_output[:, None, :]).reshape(n * k, -1)
+    spread = routing_weights[:, :, None] * grad_output[:, None, :]   # (N, K, D): slot j of token n
+    grad[scatter_indices] = spread.reshape(n * k, -1)
     return grad
 
 
@@ -364,7 +365,7 @@ def moe_unpermute_backward_weights(grad_output: np.ndarray, expert_out: np.ndarr
 
 def moe_grouped_gemm(x: np.ndarray, weight: np.ndarray, expert_offsets: np.ndarray,
                      out=None) -> np.ndarray:
-    """out[rows of e] = x[rows of e] @ weight[e], rows of e = expert_offsets[e]:expert_offsets[e+1]."""
+    """out[rows of e] = x[rows of e] @ weight[e]; rows of e: expert_offsets[e]:expert_offsets[e+1]."""
     dtype = np.result_type(x, weight)
     out = np.empty((x.shape[0], weight.shape[2]), dtype) if out is None else out
     for e in range(weight.shape[0]):   # one matmul per expert (E is small)

@@ -59,7 +59,7 @@ def assert_aot_matches_eager(fn, names, make_arrays):
 
 def projected(out, seed=3):
     """A scalar loss that weights every output element differently."""
-    return (out * rng_for(seed).standard_normal(out.shape)).sum()
+    return (out * rng_for(seed).standard_normal(out.shape).astype(out.dtype)).sum()
 
 
 # -- aot == eager, and design D's saves ------------------------------------------------------
@@ -260,3 +260,59 @@ def test_recomputing_topk_and_permute_in_backward_gives_the_same_gradients():
         recomputing.run(*arrays)
         for name, g in saving.grads().items():
             assert np.allclose(recomputing.grads()[name], g, rtol=1e-12, atol=1e-14), name
+
+
+# -- misuse: data fed to a compiled plan is checked on every run ---------------------------------
+def test_a_plan_fed_expert_indices_out_of_range_says_so():
+    from minigrad.errors import ShapeError
+    fn = lambda x, indices: projected(mg.moe_permute(x, indices, E)[0])   # noqa: E731
+    r = rng_for(0)
+    arrays = [r.standard_normal((N, D)), routing(r)]
+    _, _, run = compiled(fn, arrays, ["x", "indices"])
+    with pytest.raises(ShapeError) as e:
+        run.run(arrays[0], np.full((N, K), E, dtype=np.int64))
+    for part in ("moe_permute", f"({N}, {K})", "Rule", f"num_experts = {E}", "Fix"):
+        assert part in str(e.value)
+
+
+def test_a_plan_fed_broken_offsets_says_so():
+    from minigrad.errors import ShapeError
+    fn = lambda x, w, offsets: projected(mg.moe_grouped_gemm_down(x, w, offsets))   # noqa: E731
+    r = rng_for(0)
+    arrays = [r.standard_normal((N * K, F)), r.standard_normal((E, F, D)), offsets_of(routing(r))]
+    _, _, run = compiled(fn, arrays, ["inp", "weights", "expert_offsets"])
+    with pytest.raises(ShapeError) as e:
+        run.run(arrays[0], arrays[1], arrays[2][::-1].copy())
+    for part in ("moe_grouped_gemm_down", f"({N * K}, {F})", "Rule", "never decrease", "Fix"):
+        assert part in str(e.value)
+
+
+def test_capturing_topk_with_k_above_the_experts_fails_at_capture():
+    from minigrad.errors import ShapeError
+    with pytest.raises(ShapeError, match=r"moe_topk: k=5 .*Rule: 1 <= k <= E = 4.*Fix"):
+        aot.capture(lambda p: mg.moe_topk(p, E + 1)[0].sum(), rng_for(0).dirichlet(np.ones(E), size=N))
+
+
+def test_float32_layer_stays_float32_and_matches_eager():
+    arrays = [a.astype(np.float32) for a in layer_inputs(rng_for(0))]
+    forward, _, run = compiled(moe_layer, arrays, ["x", "router", "w_gate_up", "w_down"])
+    run.run(*arrays)
+    _, eager_grads = eager(moe_layer, arrays)
+    for (name, g), expected in zip(run.grads().items(), eager_grads):
+        assert g.dtype == np.float32, name
+        assert np.allclose(g, expected, rtol=1e-4, atol=1e-5), name
+    assert all(run[t].dtype == (np.int64 if "indices" in t or "offsets" in t else np.float32)
+               for o in forward.operations if o.type.startswith("moe") for t in o.outputs)
+
+
+@pytest.mark.parametrize("name", ["scatter_indices", "routing_indices", "gather_indices",
+                                  "expert_offsets", "rope_freqs", "blocks.0.moe.expert_offsets"])
+def test_derive_alone_skips_float_tensors_named_like_indices(name):
+    """No capture involved: a float graph input, not listed as data, is skipped for its name."""
+    def graph(index_name):
+        return ir([("multiply_0", "multiply", ("x", index_name), ("prod",), {}),
+                   ("sum_1", "sum", ("prod",), ("loss",), {"axis": None, "keepdims": False})],
+                  ["x", index_name], {"x": ((N, D), "f8"), index_name: ((N, D), "f8"),
+                                      "prod": ((N, D), "f8"), "loss": ((), "f8")})
+    assert aot.derive_backward_graph(graph(name)).outputs == ["d_x"]
+    assert sorted(aot.derive_backward_graph(graph("scale")).outputs) == ["d_scale", "d_x"]

@@ -146,6 +146,24 @@ def test_float32_stays_float32():
     assert moe_layer(x, router, w1, w2).dtype == np.float32
 
 
+def test_moe_layer_under_an_arena_a_pool_and_checkpoint_gives_the_same_gradients():
+    rng = np.random.default_rng(7)
+    arrays = [rng.standard_normal((N, D)), rng.standard_normal((D, E)),
+              rng.standard_normal((E, D, 2 * F)), rng.standard_normal((E, F, D))]
+
+    def grads(run=lambda *v: moe_layer(*v).sum()):
+        leaves = [mg.create_leaf(a.copy(), requires_grad=True) for a in arrays]
+        run(*leaves).backward()
+        return [v.grad.copy() for v in leaves]
+    plain = grads()
+    for allocator in (mg.Arena("moe", 1 << 20), mg.Pool("moe")):
+        with allocator.scope():
+            placed = grads()
+        assert all(np.array_equal(a, b) for a, b in zip(plain, placed))
+    recomputed = grads(lambda *v: mg.checkpoint(lambda *u: moe_layer(*u).sum(), *v))
+    assert all(np.allclose(a, b, rtol=1e-12) for a, b in zip(plain, recomputed))
+
+
 # -- saved tensors: design D's table ----------------------------------------------------------
 def leaf(a):
     return mg.create_leaf(a, requires_grad=True)

@@ -9,12 +9,31 @@ from __future__ import annotations
 import numpy as np
 
 from .. import kernels
+from ..ops.moe import check_expert_range, check_offsets
 from .execute import _activation, _along_axis, _call, _run
 
 
-def _grouped_gemm(x, weight, expert_offsets, **attrs):
-    out = np.empty((x.shape[0], weight.shape[2]), np.result_type(x, weight))
-    return _call(kernels.moe_grouped_gemm, x, weight, expert_offsets, out)
+# Index tensors may be fed to a plan as data, new on every run: the calls that read them check
+# them first (a few comparisons on E+1 or N*K integers), with the eager ops' messages.
+def _checked_gemm(op: str):
+    def run(x, weight, expert_offsets, out):
+        check_offsets(op, x, expert_offsets)
+        return kernels.moe_grouped_gemm(x, weight, expert_offsets, out)
+    return run
+
+
+def _checked_permute(indices, num_experts, out_scatter, out_offsets):
+    check_expert_range(indices, num_experts)
+    return kernels.moe_permute(indices, num_experts, out_scatter, out_offsets)
+
+
+def _grouped_gemm(op: str):
+    checked = _checked_gemm(op)
+
+    def compile_(x, weight, expert_offsets, **attrs):
+        out = np.empty((x.shape[0], weight.shape[2]), np.result_type(x, weight))
+        return _call(checked, x, weight, expert_offsets, out)
+    return compile_
 
 
 def _grouped_gemm_backward_x(grad_output, weight, expert_offsets, **attrs):
@@ -44,12 +63,14 @@ def _unpermute_backward_expert_out(grad_output, routing_weights, scatter_indices
 def _unpermute_backward_weights(grad_output, expert_out, scatter_indices, **attrs):
     out = np.empty((grad_output.shape[0], scatter_indices.size // max(grad_output.shape[0], 1)),
                    np.result_type(grad_output, expert_out))
-    return _call(kernels.moe_unpermute_backward_weights, grad_output, expert_out, scatter_indices, out)
+    return _call(kernels.moe_unpermute_backward_weights, grad_output, expert_out, scatter_indices,
+                 out)
 
 
 def _topk(probs, k=None, **attrs):
     """Two outputs: (weights, indices), each buffer a call argument of its own."""
-    out = (np.empty(probs.shape[:-1] + (k,), probs.dtype), np.empty(probs.shape[:-1] + (k,), np.int64))
+    shape = probs.shape[:-1] + (k,)
+    out = (np.empty(shape, probs.dtype), np.empty(shape, np.int64))
     return out, _run([(kernels.moe_topk, (probs, k, *out))])
 
 
@@ -59,10 +80,10 @@ def _topk_backward(grad_weights, probs, indices, **attrs):
 
 
 def _permute(x, indices, num_experts=None, **attrs):
-    """Three outputs: (x_perm, scatter_indices, expert_offsets); the indices first, then the rows."""
+    """Three outputs: (x_perm, scatter_indices, expert_offsets); indices first, then the rows."""
     index_out = (np.empty(indices.size, np.int64), np.empty(num_experts + 1, np.int64))
     x_perm = np.empty((indices.size, x.shape[1]), x.dtype)
-    return (x_perm, *index_out), _run([(kernels.moe_permute, (indices, num_experts, *index_out)),
+    return (x_perm, *index_out), _run([(_checked_permute, (indices, num_experts, *index_out)),
                                        (kernels.moe_permute_rows, (x, index_out[0], x_perm))])
 
 
@@ -76,7 +97,8 @@ MOE_COMPILERS = {
     "moe_permute": _permute, "moe_permute_backward": _permute_backward,
     "moe_softmax": _along_axis(kernels.softmax),
     "moe_sigmoid": _activation(kernels.sigmoid),
-    "moe_grouped_gemm_gate_up": _grouped_gemm, "moe_grouped_gemm_down": _grouped_gemm,
+    "moe_grouped_gemm_gate_up": _grouped_gemm("moe_grouped_gemm_gate_up"),
+    "moe_grouped_gemm_down": _grouped_gemm("moe_grouped_gemm_down"),
     "moe_grouped_gemm_backward_x": _grouped_gemm_backward_x,
     "moe_grouped_gemm_backward_weight": _grouped_gemm_backward_weight,
     "moe_unpermute": _unpermute,

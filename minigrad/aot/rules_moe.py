@@ -11,7 +11,8 @@ from .rules import rule, saved_ref
 
 @rule("moe_softmax")
 def moe_softmax_backward(ctx):
-    """probs = softmax(logits) per token: d_logits = probs * (d_probs - sum(d_probs * probs)); saves probs."""
+    """probs = softmax(logits) per token: d_logits = probs * (d_probs - sum(d_probs * probs));
+    saves probs."""
     return [ctx.op("softmax_backward", [ctx.d_output, saved_ref(ctx.fwd_op.outputs[0])],
                    [ctx.d_inputs[0]], axis=-1)]
 
@@ -50,11 +51,11 @@ def moe_grouped_gemm_backward(ctx):
     x, weight, offsets = ctx.fwd_op.inputs
     ops = []
     if ctx.needs_grad(0):
-        ops.append(ctx.op("moe_grouped_gemm_backward_x", [ctx.d_output, ctx.read(weight),
-                                                          ctx.read(offsets)], [ctx.d_inputs[0]]))
+        ops.append(ctx.op("moe_grouped_gemm_backward_x",
+                          [ctx.d_output, ctx.read(weight), ctx.read(offsets)], [ctx.d_inputs[0]]))
     if ctx.needs_grad(1):
-        ops.append(ctx.op("moe_grouped_gemm_backward_weight", [ctx.d_output, ctx.read(x),
-                                                               ctx.read(offsets)], [ctx.d_inputs[1]]))
+        ops.append(ctx.op("moe_grouped_gemm_backward_weight",
+                          [ctx.d_output, ctx.read(x), ctx.read(offsets)], [ctx.d_inputs[1]]))
     return ops
 
 
@@ -69,5 +70,6 @@ def moe_unpermute_backward(ctx):
                           [ctx.d_output, ctx.read(weights), ctx.read(scatter)], [ctx.d_inputs[0]]))
     if ctx.needs_grad(1):
         ops.append(ctx.op("moe_unpermute_backward_weights",
-                          [ctx.d_output, ctx.read(expert_out), ctx.read(scatter)], [ctx.d_inputs[1]]))
+                          [ctx.d_output, ctx.read(expert_out), ctx.read(scatter)],
+                          [ctx.d_inputs[1]]))
     return ops

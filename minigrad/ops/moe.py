@@ -66,10 +66,12 @@ class MoeSigmoid(Function):
 
 @register("moe_topk")
 class MoeTopk(Function):
-    """weights[n, j] = probs[n, indices[n, j]]; d_probs = d_weights scattered to the chosen experts."""
+    """weights[n, j] = probs[n, indices[n, j]]; d_probs = d_weights scattered to the chosen ones."""
     grad_text = ("grad_output scattered to the selected experts, zero elsewhere",
                  "none (expert indices)")
     input_names = ("probs", "indices")
+    shape_rule = "indices (N, K) holds column numbers of probs (N, E)"
+    shape_fix = "call mg.moe_topk(probs, k), which makes the indices"
 
     @staticmethod
     def forward(ctx, probs, indices):
@@ -85,10 +87,12 @@ class MoeTopk(Function):
 
 @register("moe_permute")
 class MoePermute(Function):
-    """x_perm[scatter_indices[n*K + j]] = x[n]; d_x[n] = sum_j d_x_perm[scatter_indices[n*K + j]]."""
+    """x_perm[s[n*K + j]] = x[n]; d_x[n] = sum_j d_x_perm[s[n*K + j]] (s = scatter_indices)."""
     grad_text = ("the rows of grad_output read back through scatter_indices, the K copies summed",
                  "none (expert indices)", "none (scatter indices)", "none (expert offsets)")
     input_names = ("x", "indices", "scatter_indices", "expert_offsets")
+    shape_rule = "scatter_indices (N*K,) is a permutation of the rows of x repeated K times"
+    shape_fix = "call mg.moe_permute(x, indices, num_experts), which makes the index tensors"
 
     @staticmethod
     def forward(ctx, x, indices, scatter_indices, expert_offsets):
@@ -99,13 +103,13 @@ class MoePermute(Function):
     @staticmethod
     def backward(ctx, grad_output):
         (scatter_indices,) = ctx.saved_tensors
-        return kernels.moe_permute_backward(grad_output, scatter_indices, ctx.n_tokens), None, None, None
+        d_x = kernels.moe_permute_backward(grad_output, scatter_indices, ctx.n_tokens)
+        return d_x, None, None, None
 
 
 @register("moe_unpermute")
 class MoeUnpermute(Function):
-    """out[n] = sum_j w[n, j] expert_out[s[n*K + j]]; d_expert_out[s[n*K + j]] = w[n, j] d_out[n],
-    d_w[n, j] = <d_out[n], expert_out[s[n*K + j]]> (s = scatter_indices)."""
+    """out[n] = sum_j w[n,j] y[s[nK+j]]; d_y[s[nK+j]] = w[n,j] g[n], d_w[n,j] = <g[n], y[s[nK+j]]>."""
     grad_text = ("routing_weights[n, j] * grad_output[n], placed at row scatter_indices[n*K + j]",
                  "<grad_output[n], expert_out[scatter_indices[n*K + j]]>", "none (scatter indices)")
     input_names = ("expert_out", "routing_weights", "scatter_indices")
@@ -128,7 +132,7 @@ class MoeUnpermute(Function):
 
 
 class _GroupedGemm(Function):
-    """out[rows of e] = x[rows of e] @ weight[e]; d_x = d_out @ weight[e]^T, d_weight[e] = x^T d_out."""
+    """out[rows of e] = x[rows of e] @ W[e]; d_x = d_out @ W[e]^T, d_W[e] = x^T d_out (each e)."""
     grad_text = ("grad_output[rows of e] @ weight[e]^T", "x[rows of e]^T @ grad_output[rows of e]",
                  "none (expert offsets)")
     input_names = ("x", "weight", "expert_offsets")
@@ -152,7 +156,7 @@ class _GroupedGemm(Function):
 
 @register("moe_grouped_gemm_gate_up")
 class MoeGroupedGemmGateUp(_GroupedGemm):
-    """gate_up[rows of e] = x_perm[rows of e] @ weight[e], weight (E, D, 2F); saves x, weight, offsets."""
+    """gate_up[rows of e] = x_perm[rows of e] @ W[e], W (E, D, 2F); saves x, W, offsets."""
 
 
 @register("moe_grouped_gemm_down")
@@ -186,7 +190,8 @@ def moe_permute(x, indices, num_experts: int):
     per chosen expert, rows grouped by expert, token order kept within an expert."""
     x_data, index_data = _data(x), _data(indices)
     _check_permute(x_data, index_data, num_experts)
-    scatter_indices, expert_offsets = (Variable(a) for a in kernels.moe_permute(index_data, num_experts))
+    scatter_indices, expert_offsets = (Variable(a) for a in
+                                       kernels.moe_permute(index_data, num_experts))
     x_perm = MoePermute.apply(x, indices, scatter_indices, expert_offsets)
     link_outputs(x_perm, scatter_indices=scatter_indices, expert_offsets=expert_offsets)
     return x_perm, scatter_indices, expert_offsets
@@ -204,7 +209,7 @@ def moe_grouped_gemm_down(h, weight, expert_offsets):
     return MoeGroupedGemmDown.apply(h, weight, expert_offsets)
 
 
-# -- checks: each names the op, the shapes, the rule and the fix ------------------------------------
+# -- checks: each names the op, the shapes, the rule and the fix ---------------------------------
 def _data(x) -> np.ndarray:
     return x.data if isinstance(x, Variable) else np.asarray(x)
 
@@ -212,10 +217,12 @@ def _data(x) -> np.ndarray:
 def _check_float(op: str, what: str, a: np.ndarray, ndim: int, shape_text: str) -> None:
     if a.dtype.kind != "f":
         raise DtypeError(f"{op}: {what} has dtype {a.dtype}, shape {a.shape}. Rule: {what} "
-                         f"{shape_text} is a float array. Fix: {what}.astype(np.float32) (or float64).")
+                         f"{shape_text} is a float array. Fix: {what}.astype(np.float32) "
+                         f"(or float64).")
     if a.ndim != ndim:
-        raise ShapeError(f"{op}: {what} has shape {a.shape}. Rule: {what} has shape {shape_text}. "
-                         f"Fix: reshape the tokens to one row each, e.g. x.reshape(-1, x.shape[-1]).")
+        raise ShapeError(f"{op}: {what} has shape {a.shape}. Rule: {what} has shape "
+                         f"{shape_text}. Fix: reshape the tokens to one row each, e.g. "
+                         f"x.reshape(-1, x.shape[-1]).")
 
 
 def _check_index(op: str, what: str, a: np.ndarray, shape: tuple, shape_text: str) -> None:
@@ -247,10 +254,16 @@ def _check_permute(x: np.ndarray, indices: np.ndarray, num_experts) -> None:
     if not isinstance(num_experts, (int, np.integer)) or num_experts < 1:
         raise ShapeError(f"moe_permute: num_experts={num_experts!r}. Rule: a positive int E. "
                          f"Fix: pass the number of experts the router scores.")
+    check_expert_range(indices, num_experts)
+
+
+def check_expert_range(indices: np.ndarray, num_experts: int) -> None:
+    """Every index names one of the experts (also checked on each run of an aot plan)."""
     if indices.size and (indices.min() < 0 or indices.max() >= num_experts):
         raise ShapeError(f"moe_permute: indices (shape {indices.shape}) hold values in "
                          f"[{indices.min()}, {indices.max()}]. Rule: 0 <= index < num_experts = "
-                         f"{num_experts}. Fix: pass num_experts = the router's E.")
+                         f"{num_experts}. Fix: pass num_experts = the router's E (and indices "
+                         f"made for that many experts).")
 
 
 def _check_unpermute(expert_out, routing_weights, scatter_indices) -> None:
@@ -259,9 +272,9 @@ def _check_unpermute(expert_out, routing_weights, scatter_indices) -> None:
     rows = routing_weights.shape[0] * routing_weights.shape[1]
     if expert_out.shape[0] != rows:
         raise ShapeError(f"moe_unpermute: expert_out {expert_out.shape} and routing_weights "
-                         f"{routing_weights.shape}. Rule: expert_out has N*K = {rows} rows, one per "
-                         f"(token, chosen expert). Fix: pass the output of the grouped matmuls on "
-                         f"moe_permute's x_perm, and moe_topk's weights.")
+                         f"{routing_weights.shape}. Rule: expert_out has N*K = {rows} rows, one "
+                         f"per (token, chosen expert). Fix: pass the output of the grouped "
+                         f"matmuls on moe_permute's x_perm, and moe_topk's weights.")
     _check_index("moe_unpermute", "scatter_indices", scatter_indices, (rows,), "(N*K,)")
 
 
@@ -274,7 +287,13 @@ def _check_grouped_gemm(op: str, x, weight, expert_offsets) -> None:
                          f"weight of this layer, or reshape x to (rows, {weight.shape[1]}).")
     experts = weight.shape[0]
     _check_index(op, "expert_offsets", expert_offsets, (experts + 1,), "(E+1,)")
-    if expert_offsets[0] != 0 or expert_offsets[-1] != x.shape[0] or np.any(np.diff(expert_offsets) < 0):
-        raise ShapeError(f"{op}: expert_offsets {expert_offsets.tolist()} for x of shape {x.shape}. "
-                         f"Rule: offsets start at 0, never decrease, and end at x.shape[0] = "
-                         f"{x.shape[0]}. Fix: pass the expert_offsets moe_permute returned.")
+    check_offsets(op, x, expert_offsets)
+
+
+def check_offsets(op: str, x: np.ndarray, expert_offsets: np.ndarray) -> None:
+    """The offsets cut x's rows into E blocks (also checked on each run of an aot plan)."""
+    rows = x.shape[0]
+    if expert_offsets[0] != 0 or expert_offsets[-1] != rows or np.any(np.diff(expert_offsets) < 0):
+        raise ShapeError(f"{op}: expert_offsets {expert_offsets.tolist()} for x of shape "
+                         f"{x.shape}. Rule: offsets start at 0, never decrease, and end at "
+                         f"x.shape[0] = {rows}. Fix: pass the expert_offsets moe_permute returned.")
