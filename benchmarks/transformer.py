@@ -187,7 +187,8 @@ class TorchReference:
         self._tmp = tempfile.TemporaryDirectory()
         path = os.path.join(self._tmp.name, "model.npz")
         np.savez(path, **arrays)
-        self.process = subprocess.Popen([python, "-c", TORCH_SCRIPT, path, str(LR), json.dumps(sizes)],
+        command = [python, "-c", TORCH_SCRIPT, path, str(LR), json.dumps(sizes)]
+        self.process = subprocess.Popen(command,
                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                         stderr=subprocess.PIPE, text=True, env=os.environ.copy())
         self.first_loss = self._answer()["first_loss"]

@@ -16,7 +16,8 @@ from typing import Iterator
 
 import numpy as np
 
-__all__ = ["moons", "spirals", "digits", "digits_split", "batches", "sort_digits", "sort_answer_rows", "SORT_SEP"]
+__all__ = ["moons", "spirals", "digits", "digits_split", "batches", "sort_digits",
+           "sort_answer_rows", "SORT_SEP"]
 
 
 def moons(n: int = 200, noise: float = 0.1, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:

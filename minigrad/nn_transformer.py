@@ -1,4 +1,4 @@
-"""The blocks of a tiny decoder-only transformer, on the transformer ops (re-exported by minigrad.nn).
+"""The blocks of a tiny decoder-only transformer, on the transformer ops (minigrad.nn has them).
 
     model = TinyTransformer(vocab=11, dim=32, n_layers=2, n_heads=4, hidden=64, seed=0)
     loss = model(ids, targets)       # ids int (B, T), targets int (B*T,): mean cross-entropy
@@ -24,6 +24,7 @@ import math
 
 import numpy as np
 
+from .modes import no_grad
 from .nn import Linear, Module, _parameter
 from .variable import Variable, create_leaf
 
@@ -31,7 +32,7 @@ __all__ = ["Embedding", "RMSNorm", "Attention", "SwiGLU", "MoE", "TransformerBlo
            "TinyTransformer", "name_parameters"]
 
 
-def _ops():
+def _mg():
     import minigrad   # at call time: minigrad.nn is imported while minigrad itself is loading
     return minigrad
 
@@ -76,7 +77,7 @@ class Embedding(Module):
             raise IndexError(f"Embedding: ids of shape {data.shape} hold values in "
                              f"[{data.min()}, {data.max()}], but the table has {self.vocab} rows "
                              f"(ids 0..{self.vocab - 1}). Fix: a larger vocab, or map the ids.")
-        return _ops().embedding(ids, self.weight)
+        return _mg().embedding(ids, self.weight)
 
     def __repr__(self) -> str:
         return f"Embedding({self.vocab}, {self.dim})"
@@ -100,19 +101,19 @@ class RMSNorm(Module):
                              f"runs over the last axis, which must have size {self.dim}. Fix: "
                              f"RMSNorm({tuple(x.shape)[-1] if x.shape else 1}) or the right input.")
         if residual is None:
-            return _ops().rmsnorm(x, self.weight, eps=self.eps)
+            return _mg().rmsnorm(x, self.weight, eps=self.eps)
         if tuple(residual.shape) != tuple(x.shape):
             raise ValueError(f"RMSNorm({self.dim}): residual of shape {tuple(residual.shape)} "
                              f"and x of shape {tuple(x.shape)}; residual + x needs equal shapes. "
                              f"Fix: pass the residual stream the block read.")
-        return _ops().fused_residual_rmsnorm(x, residual, self.weight, eps=self.eps)
+        return _mg().fused_residual_rmsnorm(x, residual, self.weight, eps=self.eps)
 
     def __repr__(self) -> str:
         return f"RMSNorm({self.dim})"
 
 
 class Attention(Module):
-    """Causal multi-head self-attention with rotary positions: o(attention(rope(q x), rope(k x), v x))."""
+    """Causal multi-head self-attention with rope: o(attention(rope(q x), rope(k x), v x))."""
 
     def __init__(self, dim: int, n_heads: int, *, seed=None, dtype=np.float32, arena=None,
                  rope_base: float = 10000.0):
@@ -126,7 +127,7 @@ class Attention(Module):
         rng = _rng(seed)
         self.q, self.k, self.v, self.o = (Linear(dim, dim, bias=False, seed=rng, dtype=dtype,
                                                  arena=arena) for _ in range(4))
-        freqs = _ops().rope_freqs(self.head_dim, base=rope_base)
+        freqs = _mg().rope_freqs(self.head_dim, base=rope_base)
         freqs = np.asarray(freqs.data if isinstance(freqs, Variable) else freqs, dtype=dtype)
         # not a parameter: a data leaf, named so that aot treats it as an index-like constant
         self.freqs = create_leaf(freqs, name="rope_freqs")
@@ -140,7 +141,7 @@ class Attention(Module):
         shape = (rows // seq_len, seq_len, self.n_heads, self.head_dim)
         if position_ids is None:
             position_ids = create_leaf(np.arange(seq_len), name="position_ids")
-        mg = _ops()
+        mg = _mg()
         q = mg.rope(self.q(x).reshape(shape), self.freqs, position_ids)
         k = mg.rope(self.k(x).reshape(shape), self.freqs, position_ids)
         v = self.v(x).reshape(shape)
@@ -163,7 +164,7 @@ class SwiGLU(Module):
 
     def forward(self, x):
         x = _rows("SwiGLU", x, self.dim)
-        return self.down(_ops().swiglu(self.gate_up(x)))
+        return self.down(_mg().swiglu(self.gate_up(x)))
 
     def __repr__(self) -> str:
         return f"SwiGLU({self.dim}, hidden={self.hidden})"
@@ -194,7 +195,7 @@ class MoE(Module):
 
     def forward(self, x):
         x = _rows("MoE", x, self.dim)
-        mg = _ops()
+        mg = _mg()
         probs = mg.moe_softmax(self.router(x))
         weights, indices = mg.moe_topk(probs, self.k)
         x_perm, scatter_indices, expert_offsets = mg.moe_permute(x, indices, self.n_experts)
@@ -238,7 +239,8 @@ class TinyTransformer(Module):
         where = "TinyTransformer(vocab, dim, n_layers, n_heads, hidden)"
         self.vocab, self.dim = _check_int(where, "vocab", vocab), _check_int(where, "dim", dim)
         self.n_layers = _check_int(where, "n_layers", n_layers)
-        self.n_heads, self.hidden = _check_int(where, "n_heads", n_heads), _check_int(where, "hidden", hidden)
+        self.n_heads = _check_int(where, "n_heads", n_heads)
+        self.hidden = _check_int(where, "hidden", hidden)
         self.n_experts, self.k = int(n_experts), int(k)
         rng = _rng(seed)
         self.embed = Embedding(vocab, dim, seed=rng, dtype=dtype, arena=arena)
@@ -274,11 +276,10 @@ class TinyTransformer(Module):
                              f"targets.reshape(-1) before the call (outside the model, so that "
                              f"aot.capture sees the targets as an input).")
         h = self.hidden_states(ids)
-        return _ops().fused_lm_head_loss(h, self.lm_head, targets)
+        return _mg().fused_lm_head_loss(h, self.lm_head, targets)
 
     def logits(self, ids) -> np.ndarray:
         """Scores (B*T, vocab) as a numpy array, without a graph (evaluation)."""
-        from .modes import no_grad
         with no_grad():
             h = self.hidden_states(ids)
         return h.data @ self.lm_head.data

@@ -83,7 +83,7 @@ def test_capture_keeps_ids_and_targets_as_inputs_not_constants():
     assert set(forward.params) == {p.name for p in model.parameters()}
 
 
-# -- eager and aot train alike -----------------------------------------------------------------------
+# -- eager and aot train alike ---------------------------------------------------------------
 def _train_both(sizes, steps, seed=0):
     """Two copies of one model, float64, Adam; eager and aot gradients compared at every step."""
     eager = nn.TinyTransformer(**sizes, seed=seed, dtype=np.float64)
@@ -92,7 +92,8 @@ def _train_both(sizes, steps, seed=0):
     ids, targets = data.sort_digits(4, 3, seed=rng)
     forward = aot.capture(ahead, ids, targets, params=ahead, input_names=["ids", "targets"])
     executor = aot.Executor(forward, aot.derive_backward_graph(forward), ahead, ids, targets)
-    opt_eager, opt_ahead = optim.Adam(eager.parameters(), lr=1e-2), optim.Adam(ahead.parameters(), lr=1e-2)
+    opt_eager = optim.Adam(eager.parameters(), lr=1e-2)
+    opt_ahead = optim.Adam(ahead.parameters(), lr=1e-2)
     worst = 0.0
     for step in range(steps):
         ids, targets = data.sort_digits(4, 3, seed=rng)
@@ -105,7 +106,8 @@ def _train_both(sizes, steps, seed=0):
         for p, q in zip(eager.parameters(), ahead.parameters()):
             assert p.name == q.name
             g = grads[f"d_{q.name}"]
-            np.testing.assert_allclose(g, p.grad, rtol=1e-8, atol=1e-11, err_msg=f"{p.name} step {step}")
+            np.testing.assert_allclose(g, p.grad, rtol=1e-8, atol=1e-11,
+                                       err_msg=f"{p.name} step {step}")
             worst = max(worst, float(np.abs(g - p.grad).max()))
             q.grad = g.copy()
         opt_eager.step()
@@ -228,7 +230,7 @@ def test_model_misuse():
         nn.SwiGLU(8, 4, seed=0)(mg.create_leaf(np.ones((2, 3, 8), np.float32)))
 
 
-# -- benchmarks/transformer.py -----------------------------------------------------------------------
+# -- benchmarks/transformer.py ---------------------------------------------------------------
 def test_transformer_benchmark_runs_and_prints_its_lines(capsys):
     import importlib.util
     import pathlib

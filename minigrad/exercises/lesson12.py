@@ -115,7 +115,7 @@ def _train_losses(model, steps: int) -> list:
 
 
 def check_rmsnorm_backward(rmsnorm_backward, steps: int = 30) -> bool:
-    """Central differences in float64; then `steps` training steps with it, losses as the library's."""
+    """Central differences in float64; then `steps` training steps: the library's losses?"""
     from ..nn import TinyTransformer
 
     if not callable(rmsnorm_backward):
