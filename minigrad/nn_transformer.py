@@ -24,17 +24,13 @@ import math
 
 import numpy as np
 
+from . import ops
 from .modes import no_grad
 from .nn import Linear, Module, _parameter
 from .variable import Variable, create_leaf
 
 __all__ = ["Embedding", "RMSNorm", "Attention", "SwiGLU", "MoE", "TransformerBlock",
            "TinyTransformer", "name_parameters"]
-
-
-def _mg():
-    import minigrad   # at call time: minigrad.nn is imported while minigrad itself is loading
-    return minigrad
 
 
 def _check_int(where: str, label: str, value, minimum: int = 1) -> int:
@@ -77,7 +73,7 @@ class Embedding(Module):
             raise IndexError(f"Embedding: ids of shape {data.shape} hold values in "
                              f"[{data.min()}, {data.max()}], but the table has {self.vocab} rows "
                              f"(ids 0..{self.vocab - 1}). Fix: a larger vocab, or map the ids.")
-        return _mg().embedding(ids, self.weight)
+        return ops.embedding(ids, self.weight)
 
     def __repr__(self) -> str:
         return f"Embedding({self.vocab}, {self.dim})"
@@ -101,12 +97,12 @@ class RMSNorm(Module):
                              f"runs over the last axis, which must have size {self.dim}. Fix: "
                              f"RMSNorm({tuple(x.shape)[-1] if x.shape else 1}) or the right input.")
         if residual is None:
-            return _mg().rmsnorm(x, self.weight, eps=self.eps)
+            return ops.rmsnorm(x, self.weight, eps=self.eps)
         if tuple(residual.shape) != tuple(x.shape):
             raise ValueError(f"RMSNorm({self.dim}): residual of shape {tuple(residual.shape)} "
                              f"and x of shape {tuple(x.shape)}; residual + x needs equal shapes. "
                              f"Fix: pass the residual stream the block read.")
-        return _mg().fused_residual_rmsnorm(x, residual, self.weight, eps=self.eps)
+        return ops.fused_residual_rmsnorm(x, residual, self.weight, eps=self.eps)
 
     def __repr__(self) -> str:
         return f"RMSNorm({self.dim})"
@@ -127,10 +123,8 @@ class Attention(Module):
         rng = _rng(seed)
         self.q, self.k, self.v, self.o = (Linear(dim, dim, bias=False, seed=rng, dtype=dtype,
                                                  arena=arena) for _ in range(4))
-        freqs = _mg().rope_freqs(self.head_dim, base=rope_base)
-        freqs = np.asarray(freqs.data if isinstance(freqs, Variable) else freqs, dtype=dtype)
-        # not a parameter: a data leaf, named so that aot treats it as an index-like constant
-        self.freqs = create_leaf(freqs, name="rope_freqs")
+        # data, not a parameter, named "rope_freqs": aot gives it no gradient by that name too
+        self.freqs = ops.rope_freqs(self.head_dim, base=rope_base, dtype=dtype)
 
     def forward(self, x, seq_len: int, position_ids=None):
         x = _rows("Attention", x, self.dim)
@@ -141,11 +135,10 @@ class Attention(Module):
         shape = (rows // seq_len, seq_len, self.n_heads, self.head_dim)
         if position_ids is None:
             position_ids = create_leaf(np.arange(seq_len), name="position_ids")
-        mg = _mg()
-        q = mg.rope(self.q(x).reshape(shape), self.freqs, position_ids)
-        k = mg.rope(self.k(x).reshape(shape), self.freqs, position_ids)
+        q = ops.rope(self.q(x).reshape(shape), self.freqs, position_ids)
+        k = ops.rope(self.k(x).reshape(shape), self.freqs, position_ids)
         v = self.v(x).reshape(shape)
-        out = mg.attention(q, k, v, causal=True)
+        out = ops.attention(q, k, v, causal=True)
         return self.o(out.reshape(rows, self.dim))
 
     def __repr__(self) -> str:
@@ -164,7 +157,7 @@ class SwiGLU(Module):
 
     def forward(self, x):
         x = _rows("SwiGLU", x, self.dim)
-        return self.down(_mg().swiglu(self.gate_up(x)))
+        return self.down(ops.swiglu(self.gate_up(x)))
 
     def __repr__(self) -> str:
         return f"SwiGLU({self.dim}, hidden={self.hidden})"
@@ -195,13 +188,12 @@ class MoE(Module):
 
     def forward(self, x):
         x = _rows("MoE", x, self.dim)
-        mg = _mg()
-        probs = mg.moe_softmax(self.router(x))
-        weights, indices = mg.moe_topk(probs, self.k)
-        x_perm, scatter_indices, expert_offsets = mg.moe_permute(x, indices, self.n_experts)
-        h = mg.swiglu(mg.moe_grouped_gemm_gate_up(x_perm, self.gate_up_weight, expert_offsets))
-        expert_out = mg.moe_grouped_gemm_down(h, self.down_weight, expert_offsets)
-        return mg.moe_unpermute(expert_out, weights, scatter_indices)
+        probs = ops.moe_softmax(self.router(x))
+        weights, indices = ops.moe_topk(probs, self.k)
+        x_perm, scatter_indices, expert_offsets = ops.moe_permute(x, indices, self.n_experts)
+        h = ops.swiglu(ops.moe_grouped_gemm_gate_up(x_perm, self.gate_up_weight, expert_offsets))
+        expert_out = ops.moe_grouped_gemm_down(h, self.down_weight, expert_offsets)
+        return ops.moe_unpermute(expert_out, weights, scatter_indices)
 
     def __repr__(self) -> str:
         return f"MoE({self.dim}, hidden={self.hidden}, n_experts={self.n_experts}, k={self.k})"
@@ -276,7 +268,7 @@ class TinyTransformer(Module):
                              f"targets.reshape(-1) before the call (outside the model, so that "
                              f"aot.capture sees the targets as an input).")
         h = self.hidden_states(ids)
-        return _mg().fused_lm_head_loss(h, self.lm_head, targets)
+        return ops.fused_lm_head_loss(h, self.lm_head, targets)
 
     def logits(self, ids) -> np.ndarray:
         """Scores (B*T, vocab) as a numpy array, without a graph (evaluation)."""
