@@ -238,3 +238,133 @@ def test_a_block_trains_the_same_in_both_engines(policy):
             np.testing.assert_allclose(grads[f"d_{name}"], p.grad, rtol=1e-9, atol=1e-12)
             p.data -= 0.1 * p.grad   # the executor reads the same arrays: both engines train on
             p.zero_grad()
+
+
+PARTIAL = [   # (fn, float inputs, which of them are data: the rules write temps for those)
+    (lambda x, w: proj(mg.rmsnorm(x, w), W_BTD), [normal(B, T, D), normal(D)], [0]),
+    (lambda x, w: proj(mg.rmsnorm(x, w), W_BTD), [normal(B, T, D), normal(D)], [1]),
+    (lambda x, r, w: proj(mg.fused_residual_rmsnorm(x, r, w)[1], W_BTD),
+     [normal(B, T, D)] * 2 + [normal(D)], [1, 2]),
+    (lambda x, r, w: proj(mg.fused_residual_rmsnorm(x, r, w)[1], W_BTD),
+     [normal(B, T, D)] * 2 + [normal(D)], [0]),
+    (_fused_both, [normal(B, T, D), normal(B, T, D), normal(D)], [0, 2]),
+    (lambda q, k, v: proj(mg.attention(q, k, v), W_ATT), [normal(B, T, H, DH) for _ in range(3)], [1, 2]),
+    (lambda q, k, v: proj(mg.attention(q, k, v), W_ATT), [normal(B, T, H, DH) for _ in range(3)], [0]),
+    (lambda x, w: mg.fused_lm_head_loss(x, w, TARGETS), [normal(B * T, D), normal(D, V)], [0]),
+    (lambda x, w: mg.fused_lm_head_loss(x, w, TARGETS), [normal(B * T, D), normal(D, V)], [1]),
+]
+
+
+@pytest.mark.parametrize("fn, floats, data", PARTIAL, ids=[f"partial{i}" for i in range(len(PARTIAL))])
+def test_inputs_that_need_no_gradient(fn, floats, data):
+    """Plain data among the inputs: aot derives only the wanted gradients, equal to eager's."""
+    leaves = [mg.create_leaf(a, requires_grad=i not in data, name=f"in{i}") for i, a in enumerate(floats)]
+    fn(*leaves).backward()
+    forward = aot.capture(fn, *leaves)
+    backward = aot.derive_backward_graph(forward)
+    assert backward.outputs == [f"d_in{i}" for i in range(len(floats)) if i not in data]
+    run = aot.Executor(forward, backward, None, *floats)
+    run.run(*floats)
+    for i, leaf in enumerate(leaves):
+        if i not in data:
+            np.testing.assert_allclose(run.grads()[f"d_in{i}"], leaf.grad, rtol=1e-10, atol=1e-12)
+
+
+def test_a_frozen_norm_weight_gets_no_gradient():
+    block = Block(np.random.default_rng(3))
+    frozen = ("ln1", "ln2", "emb")
+    forward = aot.capture(block, mg.create_leaf(IDS, name="ids"), mg.create_leaf(TARGETS, name="targets"),
+                          params=block.params)
+    backward = aot.derive_backward_graph(forward, aot.DeriveBackwardOptions(stop_gradients=frozen))
+    assert not {f"d_{n}" for n in frozen} & set(backward.outputs)
+    run = aot.Executor(forward, backward, block.params, IDS, TARGETS)
+    run.run(IDS, TARGETS)
+    block(IDS, TARGETS).backward()
+    for name, p in block.params.items():
+        if name not in frozen:
+            np.testing.assert_allclose(run.grads()[f"d_{name}"], p.grad, rtol=1e-9, atol=1e-12)
+
+
+def test_the_default_recompute_plan_recomputes_swiglu():
+    """swiglu's output (saved for the down projection) is rebuilt from gate_up, which its own
+    backward keeps anyway: the save disappears. (The peak stays: it comes when backward starts,
+    where the down projection's backward needs the rebuilt output right away.)"""
+    block = Block(np.random.default_rng(5))
+    forward = aot.capture(block, mg.create_leaf(IDS, name="ids"), mg.create_leaf(TARGETS, name="targets"),
+                          params=block.params)
+    backward = aot.derive_backward_graph(forward)
+    save_all = aot.plan_memory(forward, backward)
+    recompute = aot.plan_memory(forward, backward, policy="recompute")
+    (swiglu,) = [op.outputs[0] for op in forward.operations if op.type == "swiglu"]
+    assert swiglu in backward.save and swiglu in recompute.recomputed
+    assert swiglu not in recompute.backward.save
+    assert save_all.saved_bytes - recompute.saved_bytes == forward.shape_env[swiglu].nbytes
+    assert recompute.peak_bytes <= save_all.peak_bytes
+    run = aot.Executor(forward, recompute.backward, block.params, IDS, TARGETS)
+    run.run(IDS, TARGETS)
+    block(IDS, TARGETS).backward()
+    for name, p in block.params.items():
+        np.testing.assert_allclose(run.grads()[f"d_{name}"], p.grad, rtol=1e-9, atol=1e-12)
+
+
+def test_a_plan_checks_ids_and_targets_on_every_run():
+    block = Block(np.random.default_rng(6))
+    forward = aot.capture(block, mg.create_leaf(IDS, name="ids"), mg.create_leaf(TARGETS, name="targets"),
+                          params=block.params)
+    run = aot.Executor(forward, aot.derive_backward_graph(forward), block.params, IDS, TARGETS)
+    run.run(IDS, TARGETS)
+    bad_ids = IDS.copy()
+    bad_ids[1, 2] = V
+    with pytest.raises(mg.errors.ShapeError, match=rf"embedding: ids in \[\d+, {V}\].*0 <= id < V = {V}.*Fix"):
+        run.run(bad_ids, TARGETS)
+    bad_targets = TARGETS.copy()
+    bad_targets[0] = -1
+    with pytest.raises(mg.errors.ShapeError,
+                       match=rf"fused_lm_head_loss: targets in \[-1, \d+\].*V = {V}.*Fix"):
+        run.run(IDS, bad_targets)
+
+
+def test_capture_with_frequencies_as_an_input_names_the_fix():
+    x = mg.create_leaf(normal(B, T, H, DH), requires_grad=True, name="x")
+    with pytest.raises(mg.errors.DtypeError, match=r"rope: freqs.*requires grad.*name it 'rope_freqs'"):
+        aot.capture(lambda x, f: proj(mg.rope(x, f, POS), W_ATT), x, FREQS.data, input_names=["x", "freqs"])
+    forward = aot.capture(lambda x, f: proj(mg.rope(x, f, POS), W_ATT), x, FREQS.data,
+                          input_names=["x", "rope_freqs"])
+    assert aot.derive_backward_graph(forward).outputs == ["d_x"]
+
+
+def test_two_frequency_tables_of_different_sizes_keep_apart():
+    """Each Attention may make its own mg.rope_freqs (all named "rope_freqs"): capture keeps
+    each table under a name of its own, still ending in rope_freqs (no gradient by name)."""
+    small, large = mg.rope_freqs(2), mg.rope_freqs(4)
+
+    def fn(a, b):
+        return proj(mg.rope(a, small, np.arange(3)), W_ATT[:, :3, :, :2]) + \
+            proj(mg.rope(b, large, np.arange(3)), W_ATT[:, :3])
+    a, b = normal(B, 3, H, 2), normal(B, 3, H, 4)
+    forward = aot.capture(fn, mg.create_leaf(a, requires_grad=True, name="a"),
+                          mg.create_leaf(b, requires_grad=True, name="b"))
+    tables = [n for n in forward.constants if n.endswith("rope_freqs")]
+    assert len(tables) == 2 and sorted(forward.constants[n].shape for n in tables) == [(1,), (2,)]
+    backward = aot.derive_backward_graph(forward)
+    run = aot.Executor(forward, backward, None, a, b)
+    run.run(a, b)
+    leaves = [mg.create_leaf(v, requires_grad=True) for v in (a, b)]
+    fn(*leaves).backward()
+    for name, leaf in zip("ab", leaves):
+        np.testing.assert_allclose(run.grads()[f"d_{name}"], leaf.grad, rtol=1e-10)
+
+
+def test_blocked_attention_through_a_plan():
+    """T = 64: attention runs in blocks, in the plan's shared scratch buffers too."""
+    q, k, v = (normal(2, 64, 2, 4) for _ in range(3))
+    weights = normal(2, 64, 2, 4)
+    want_loss, want = _eager(lambda q, k, v: proj(mg.attention(q, k, v), weights), [q, k, v], [], np.float64)
+    for share in (True, False):
+        inputs = [mg.create_leaf(a, requires_grad=True, name=n) for n, a in zip("qkv", (q, k, v))]
+        forward = aot.capture(lambda q, k, v: proj(mg.attention(q, k, v), weights), *inputs)
+        run = aot.Executor(forward, aot.derive_backward_graph(forward), None, q, k, v, share_buffers=share)
+        for _ in range(2):
+            assert float(run.run(q, k, v)) == pytest.approx(want_loss, rel=1e-12)
+            for n, w in zip("qkv", want):
+                np.testing.assert_allclose(run.grads()[f"d_{n}"], w, rtol=1e-10, atol=1e-12)

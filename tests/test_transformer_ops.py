@@ -244,3 +244,91 @@ MISUSE = [
 def test_misuse_is_a_clear_error(call, error, pattern):
     with pytest.raises(error, match=pattern):
         call()
+
+
+# -- inside an arena or a pool ----------------------------------------------------------------
+ALLOCATORS = [pytest.param(lambda: mg.Arena("t", 1 << 18), id="arena"),
+              pytest.param(lambda: mg.Pool("p"), id="pool")]
+
+
+def _grads(fn, arrays):
+    leaves = [mg.create_leaf(a.copy(), requires_grad=True) for a in arrays]
+    out = fn(*leaves)
+    values = out.numpy()   # before backward: a pool takes the memory back as backward runs
+    (out * np.linspace(-1.0, 2.0, out.size).reshape(out.shape)).sum().backward()
+    return values, [np.array(v.grad) for v in leaves]
+
+
+@pytest.mark.parametrize("make", ALLOCATORS)
+@pytest.mark.parametrize("fn, arrays", [g[1:] for g in GRADCHECK], ids=[g[0] for g in GRADCHECK])
+def test_inside_a_scope_same_values_and_gradients(make, fn, arrays):
+    want, want_grads = _grads(fn, arrays)
+    allocator = make()
+    with allocator.scope():
+        got, grads = _grads(fn, arrays)
+        assert any(b.kind == "activation" for b in allocator.blocks)
+    np.testing.assert_allclose(got, want, rtol=1e-12)
+    for g, w in zip(grads, want_grads):
+        np.testing.assert_allclose(g, w, rtol=1e-12, atol=1e-14)
+    assert allocator.used == 0
+
+
+def test_a_block_trains_on_an_arena_with_flat_memory():
+    """Params (and their grad buffers) on a permanent arena, each step on a graph arena: the
+    graph arena's high-water mark and the permanent arena do not grow after the first step,
+    and every step's gradients equal heap mode's."""
+    rng = np.random.default_rng(9)
+    shapes = {"emb": (6, D), "wq": (D, D), "ln": (D,), "gu": (D, 6), "head": (D, 6)}
+    init = {n: rng.standard_normal(s) * 0.5 for n, s in shapes.items()}
+    perm, graph = mg.Arena("perm", 1 << 16), mg.Arena("graph", 1 << 18)
+    on_arena = {n: mg.create_leaf(a, requires_grad=True, arena=perm) for n, a in init.items()}
+    on_heap = {n: mg.create_leaf(a, requires_grad=True) for n, a in init.items()}
+    ids = rng.integers(0, 6, size=(B, T))
+
+    def loss_of(p):
+        h = mg.embedding(ids, p["emb"])
+        q = (mg.rmsnorm(h, p["ln"]).reshape(B * T, D) @ p["wq"]).reshape(B, T, H, DH)
+        o = mg.attention(mg.rope(q, FREQS, np.arange(T)), q, q).reshape(B, T, D)
+        r, y = mg.fused_residual_rmsnorm(o, h, p["ln"])
+        m = mg.swiglu(y.reshape(B * T, D) @ p["gu"])
+        return mg.fused_lm_head_loss(r.reshape(B * T, D) * 0.5 + m.sum() * 0.01, p["head"],
+                                     np.arange(B * T) % 6)
+    marks = []
+    for step in range(4):
+        with graph.scope():
+            loss_of(on_arena).backward()
+        loss_of(on_heap).backward()
+        for n in init:
+            np.testing.assert_allclose(on_arena[n].grad, on_heap[n].grad, rtol=1e-12, atol=1e-14)
+            for p in (on_arena[n], on_heap[n]):
+                p.data -= 0.05 * p.grad
+                p.zero_grad()
+        marks.append((graph.high_water, perm.used))
+    assert marks[1:] == marks[:1] * 3, marks
+
+
+# -- long causal sequences: attention in blocks of query rows ---------------------------------
+def test_blocked_causal_attention_matches_the_loop_and_the_full_matrices():
+    """T >= 64 runs in 4 blocks of query rows (the masked corner is skipped): same out and lse
+    as the loop, same gradients as the full-matrix formulas written out here."""
+    b, t, h, dh = 1, 70, 2, 3
+    q, k, v, g = (normal(b, t, h, dh) for _ in range(4))
+    want_out, want_lse = ref_attention(q, k, v)
+    leaves = [mg.create_leaf(a, requires_grad=True) for a in (q, k, v)]
+    out = mg.attention(*leaves)
+    np.testing.assert_allclose(out.data, want_out, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(out.grad_fn.saved_tensors[4], want_lse, rtol=1e-10)
+    (out * g).sum().backward()
+    qh, kh, vh, gh = (a.transpose(0, 2, 1, 3) for a in (q, k, v, g))
+    s = qh @ kh.transpose(0, 1, 3, 2) / np.sqrt(dh) + np.triu(np.full((t, t), -np.inf), 1)
+    p = np.exp(s - s.max(-1, keepdims=True))
+    p /= p.sum(-1, keepdims=True)
+    dp = gh @ vh.transpose(0, 1, 3, 2)
+    ds = p * (dp - (dp * p).sum(-1, keepdims=True))
+    want = [ds @ kh / np.sqrt(dh), ds.transpose(0, 1, 3, 2) @ qh / np.sqrt(dh), p.transpose(0, 1, 3, 2) @ gh]
+    for leaf, w in zip(leaves, want):
+        np.testing.assert_allclose(leaf.grad, w.transpose(0, 2, 1, 3), rtol=1e-9, atol=1e-12)
+
+
+def test_blocked_causal_attention_gradcheck():
+    assert gradcheck(lambda q, k, v: mg.attention(q, k, v), *(normal(1, 64, 1, 2) for _ in range(3)))

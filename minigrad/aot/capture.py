@@ -107,7 +107,9 @@ def _record(graph: Graph, v: Variable, names: dict) -> None:
     inputs = _reads(v, None)
     for x in inputs:
         if id(x) not in names:   # a leaf nobody named: a constant folded into the graph
-            names[id(x)] = x.name or f"const{len(graph.constants)}"
+            fresh = f"const{len(graph.constants)}"   # (a name already taken gets this prefix)
+            names[id(x)] = x.name if x.name and x.name not in graph.shape_env else \
+                (f"{fresh}.{x.name}" if x.name else fresh)
             graph.constants[names[id(x)]] = x.data
             graph.shape_env[names[id(x)]] = TensorInfo(x.shape, x.dtype)
     translate = CAPTURED.get(node.name)

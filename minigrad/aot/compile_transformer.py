@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import kernels
+from ..ops.transformer import check_ids, check_targets
 from .execute import _call
 
 
@@ -22,8 +23,20 @@ def _empty(shape, *like) -> np.ndarray:
     return np.empty(shape, np.result_type(*like))
 
 
+# ids and targets may be new data on every run: the calls that read them check them each time,
+# with the eager ops' messages (numpy's own IndexError would not say which op or how to fix it).
+def _checked_embedding(weight, ids, out):
+    check_ids(ids, weight)
+    np.take(weight, ids, 0, out)
+
+
+def _checked_lm_head_loss(x, weight, targets, out):
+    check_targets(targets, weight)
+    kernels.lm_head_loss(x, weight, targets, out)
+
+
 def _embedding(ids, weight, **attrs):
-    return _call(np.take, weight, ids, 0, _empty(ids.shape + weight.shape[1:], weight))
+    return _call(_checked_embedding, weight, ids, _empty(ids.shape + weight.shape[1:], weight))
 
 
 def _embedding_backward(grad_output, ids, num_embeddings=None, **attrs):
@@ -94,7 +107,7 @@ def _attention_backward(grad_output, q, k, v, out, lse, causal=True, **attrs):
 
 
 def _lm_head_loss(x, weight, targets, **attrs):
-    return _call(kernels.lm_head_loss, x, weight, targets, _empty((), x, weight))
+    return _call(_checked_lm_head_loss, x, weight, targets, _empty((), x, weight))
 
 
 def _lm_head_loss_backward(grad_output, x, weight, targets, **attrs):

@@ -23,7 +23,7 @@ from .ir import Graph, Operation, saved_name_of, unsaved
 
 ALIAS_OPS = {"view", "reshape", "transpose", "identity", "broadcast_to"}
 CHEAP_OPS = {"relu", "tanh", "sigmoid", "silu", "gelu", "add", "bias_add", "subtract", "multiply",
-             "neg", "exp"}
+             "neg", "exp", "swiglu"}
 RECOMPUTED = "recomputed."
 
 

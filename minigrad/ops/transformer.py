@@ -41,7 +41,9 @@ class Embedding(Function):
     @staticmethod
     def backward(ctx, grad_output):
         (ids,) = ctx.saved_tensors
-        return None, kernels.embedding_backward(ids, grad_output, ctx.num_embeddings)
+        shape = (ctx.num_embeddings, grad_output.shape[-1])
+        return None, kernels.embedding_backward(ids, grad_output, ctx.num_embeddings,
+                                                out=ctx.grad_buffer(1, shape, grad_output.dtype))
 
 
 @register("rmsnorm")
@@ -53,7 +55,8 @@ class RMSNorm(Function):
     @staticmethod
     def forward(ctx, x, weight, eps=1e-6):
         _check_norm("rmsnorm", x, weight)
-        y, rstd = kernels.rmsnorm(x, weight, eps, out=ctx.arena and ctx.buffer(x, weight))
+        rstd = _saved_buffer(ctx, x.shape[:-1], x)   # (asked first: the output's buffer is the last)
+        y, rstd = kernels.rmsnorm(x, weight, eps, out=ctx.arena and ctx.buffer(x, weight), rstd=rstd)
         ctx.save_for_backward(x, rstd)
         ctx.eps = eps
         return y
@@ -62,8 +65,7 @@ class RMSNorm(Function):
     def backward(ctx, grad_output):
         x, rstd = ctx.saved_tensors
         weight = ctx.inputs[1].data   # a parameter: read, not saved (design D's table)
-        return kernels.rmsnorm_backward(x, weight, rstd, grad_output,
-                                        need_weight=ctx.needs_input_grad[1])
+        return _rmsnorm_grads(ctx, x, weight, rstd, grad_output, 1)
 
 
 @register("fused_residual_rmsnorm")
@@ -75,8 +77,11 @@ class FusedResidualRMSNorm(Function):
 
     @staticmethod
     def forward(ctx, x, residual, weight, residual_out=None, eps=1e-6):
+        if residual_out is None:   # applied directly; mg.fused_residual_rmsnorm hands the add's array
+            residual_out = residual + x
+        rstd = _saved_buffer(ctx, residual_out.shape[:-1], residual_out)
         y, rstd = kernels.rmsnorm(residual_out, weight, eps,
-                                  out=ctx.arena and ctx.buffer(residual_out, weight))
+                                  out=ctx.arena and ctx.buffer(residual_out, weight), rstd=rstd)
         ctx.save_for_backward(residual_out, rstd)
         ctx.eps = eps
         return y
@@ -84,8 +89,7 @@ class FusedResidualRMSNorm(Function):
     @staticmethod
     def backward(ctx, grad_output):
         residual_out, rstd = ctx.saved_tensors
-        d_sum, d_weight = kernels.rmsnorm_backward(residual_out, ctx.inputs[2].data, rstd,
-                                                   grad_output, need_weight=ctx.needs_input_grad[2])
+        d_sum, d_weight = _rmsnorm_grads(ctx, residual_out, ctx.inputs[2].data, rstd, grad_output, 2)
         return d_sum, d_sum, d_weight
 
 
@@ -108,7 +112,9 @@ class SwiGLU(Function):
     @staticmethod
     def backward(ctx, grad_output):
         (gate_up,) = ctx.saved_tensors
-        return (kernels.swiglu_backward(gate_up, grad_output),)
+        return (kernels.swiglu_backward(gate_up, grad_output,
+                                        out=ctx.arena and ctx.buffer(
+            shape=gate_up.shape, dtype=np.result_type(gate_up, grad_output))),)
 
 
 @register("rope")
@@ -127,7 +133,8 @@ class RoPE(Function):
     @staticmethod
     def backward(ctx, grad_output):
         freqs, position_ids = ctx.saved_tensors
-        return kernels.rope(grad_output, freqs, position_ids, sign=-1.0), None, None
+        out = ctx.arena and ctx.buffer(grad_output)
+        return kernels.rope(grad_output, freqs, position_ids, out, -1.0), None, None
 
 
 @register("attention")
@@ -139,7 +146,8 @@ class Attention(Function):
     @staticmethod
     def forward(ctx, q, k, v, causal=True):
         _check_attention(q, k, v)
-        out, lse = kernels.attention(q, k, v, causal, out=ctx.arena and ctx.buffer(q, v))
+        lse = _saved_buffer(ctx, (q.shape[0], q.shape[2], q.shape[1]), q)
+        out, lse = kernels.attention(q, k, v, causal, out=ctx.arena and ctx.buffer(q, v), lse=lse)
         ctx.causal = causal
         ctx.save_for_backward(q, k, v, out, lse)
         return out
@@ -147,7 +155,8 @@ class Attention(Function):
     @staticmethod
     def backward(ctx, grad_output):
         q, k, v, out, lse = ctx.saved_tensors
-        return kernels.attention_backward(q, k, v, out, lse, grad_output, ctx.causal)
+        dq, dk, dv = (ctx.arena and ctx.buffer(a, grad_output) for a in (q, k, v))
+        return kernels.attention_backward(q, k, v, out, lse, grad_output, ctx.causal, dq, dk, dv)
 
 
 @register("fused_lm_head_loss")
@@ -167,9 +176,26 @@ class FusedLMHeadLoss(Function):
     def backward(ctx, grad_output):
         x, weight, targets = ctx.saved_tensors
         need = ctx.needs_input_grad
-        d_x, d_weight = kernels.lm_head_loss_backward(x, weight, targets, grad_output,
-                                                      need_x=need[0], need_weight=need[1])
+        dtype = np.result_type(x, weight, grad_output)
+        d_x = ctx.arena and ctx.buffer(shape=x.shape, dtype=dtype) if need[0] else None
+        d_weight = ctx.grad_buffer(1, weight.shape, dtype) if need[1] else None
+        d_x, d_weight = kernels.lm_head_loss_backward(x, weight, targets, grad_output, d_x, d_weight,
+                                                      need[0], need[1])
         return d_x, d_weight, None
+
+
+def _saved_buffer(ctx, shape: tuple, like: np.ndarray):
+    """Where a second output only backward reads (rstd, lse) goes: the scope's arena or pool, or None."""
+    return ctx.arena and ctx.buffer(shape=shape, dtype=like.dtype, kind="saved")
+
+
+def _rmsnorm_grads(ctx, x, weight, rstd, grad_output, weight_index: int) -> tuple:
+    """rmsnorm's (dx, d_weight), d_weight straight into the parameter's .grad when it can be."""
+    need = ctx.needs_input_grad[weight_index]
+    dtype = np.result_type(grad_output, x)
+    d_weight = ctx.grad_buffer(weight_index, weight.shape, dtype) if need else None
+    d_x = ctx.arena and ctx.buffer(grad_output, x)
+    return kernels.rmsnorm_backward(x, weight, rstd, grad_output, d_x, d_weight, need)
 
 
 # -- the functions users call -------------------------------------------------------------------
@@ -250,6 +276,11 @@ def _check_embedding(ids: np.ndarray, weight: np.ndarray) -> None:
     if weight.ndim != 2:
         raise ShapeError(f"embedding: weight of shape {weight.shape} (ids {ids.shape}). Rule: the "
                          f"table is (V, D), one row per token. Fix: weight of shape (vocab, dim).")
+    check_ids(ids, weight)
+
+
+def check_ids(ids: np.ndarray, weight: np.ndarray) -> None:
+    """Token ids inside the table (also run by aot plans, whose ids are new on every run)."""
     if ids.size and (ids.min() < 0 or ids.max() >= weight.shape[0]):
         raise ShapeError(f"embedding: ids in [{ids.min()}, {ids.max()}] for a table of shape "
                          f"{weight.shape}. Rule: 0 <= id < V = {weight.shape[0]}. Fix: map tokens "
@@ -269,7 +300,8 @@ def _check_rope(x: np.ndarray, freqs: np.ndarray, pos: np.ndarray, freqs_grad: b
     if freqs_grad:
         raise DtypeError(f"rope: freqs {freqs.shape} requires grad. Rule: the frequencies are fixed "
                          f"constants, never differentiated (design D: rope_freqs). Fix: pass "
-                         f"mg.rope_freqs(head_dim), or a Variable with requires_grad=False.")
+                         f"mg.rope_freqs(head_dim), or a Variable with requires_grad=False; as an "
+                         f"input of aot.capture, name it 'rope_freqs' (input_names=...).")
 
 
 def _check_attention(q: np.ndarray, k: np.ndarray, v: np.ndarray) -> None:
@@ -290,6 +322,11 @@ def _check_lm_head(x: np.ndarray, weight: np.ndarray, targets: np.ndarray) -> No
         raise ShapeError(f"fused_lm_head_loss: x {x.shape}, weight {weight.shape}, targets "
                          f"{targets.shape}. Rule: x (N, D), weight (D, V), targets (N,). Fix: "
                          f"flatten batch and sequence first, x.reshape(-1, D), targets.reshape(-1).")
+    check_targets(targets, weight)
+
+
+def check_targets(targets: np.ndarray, weight: np.ndarray) -> None:
+    """Class targets inside the vocabulary (also run by aot plans on every run)."""
     if targets.size and (targets.min() < 0 or targets.max() >= weight.shape[1]):
         raise ShapeError(f"fused_lm_head_loss: targets in [{targets.min()}, {targets.max()}] for "
                          f"V = {weight.shape[1]} classes (weight {weight.shape}). Rule: 0 <= t < V. "
