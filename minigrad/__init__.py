@@ -46,7 +46,6 @@ from .ops import (moe_grouped_gemm_down, moe_grouped_gemm_gate_up, moe_permute, 
                   moe_sigmoid, moe_softmax, moe_topk, moe_unpermute)
 __all__ += ["moe_softmax", "moe_sigmoid", "moe_topk", "moe_permute", "moe_unpermute",
             "moe_grouped_gemm_gate_up", "moe_grouped_gemm_down"]
-
 from .ops import (attention, embedding, fused_lm_head_loss, fused_residual_rmsnorm,  # noqa: E402
                   rmsnorm, rope, rope_freqs, swiglu)
 __all__ += ["embedding", "rmsnorm", "fused_residual_rmsnorm", "swiglu", "rope", "rope_freqs",

@@ -66,7 +66,7 @@ class Checkpoint(Function):
 
     @staticmethod
     def forward(ctx, *arrays, fn):
-        ctx.fn = fn
+        ctx.fn, ctx.forward_scope = fn, modes.scope   # (the recompute runs in the same scope)
         ctx.save_for_backward(*arrays)   # only the inputs: the segment's graph is not kept
         previous, modes.grad_enabled = modes.grad_enabled, False
         try:
@@ -128,8 +128,8 @@ def _recompute_and_backward(ctx, grad_output, stepping: bool):
     outer = ctx.inputs
     leaves = [_stand_in(i, a, x, outer) for i, (a, x) in enumerate(zip(ctx.saved_tensors, outer))]
     first_seq = next(_creation_counter)
-    before = modes.grad_enabled, modes.allocator
-    modes.grad_enabled, modes.allocator = True, allocator
+    before = modes.grad_enabled, modes.allocator, modes.scope
+    modes.grad_enabled, modes.allocator, modes.scope = True, allocator, ctx.forward_scope
     try:
         y = _output(ctx.fn(*leaves), ctx.fn)
         _check_recompute(ctx, y, first_seq)
@@ -137,7 +137,7 @@ def _recompute_and_backward(ctx, grad_output, stepping: bool):
         if isinstance(allocator, Pool):
             _free_unsaved(allocator, mark)
     finally:
-        modes.grad_enabled, modes.allocator = before
+        modes.grad_enabled, modes.allocator, modes.scope = before
     if stepping or recorder is not None:
         recomputed = [engine.Step("recompute", ctx, y)]   # the recompute is a step of its own
         for group in itertools.chain([recomputed], engine._run_pending(seed, True, None)):

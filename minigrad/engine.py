@@ -9,7 +9,7 @@ The engine reads graphs by duck typing and never imports Variable or Function:
   order), `released` and `release()`.
 
 Both schedulers share `_apply`, the one step that runs a node's backward and hands each parent
-its gradient. The rules (and their error messages) live in rules.py, the step records in
+its gradient. The rules (and their error messages) live in checks.py, the step records in
 steps.py, and memory reuse in the allocators (Pool's use counts): each is one call here.
 """
 from __future__ import annotations
@@ -21,7 +21,7 @@ import numpy as np
 
 from .kernels import sum_to_shape
 from .modes import _debug, modes
-from .rules import (bad_edge, check_all_applied, check_can_run, check_loss, checked_grads,
+from .checks import (bad_edge, check_all_applied, check_can_run, check_loss, checked_grads,
                     consumed, negative_count, unreducible)
 from .steps import Step, accumulate_step, apply_step, expand, seed_steps
 

@@ -19,7 +19,7 @@ from .errors import DtypeError, MinigradError, ShapeError
 from .kernels import result_dtype, result_shape
 from .modes import modes
 from .readonly import lock_saved
-from .rules import creation_site, describe
+from .checks import creation_site, describe
 from .variable import OPS, Variable
 
 _creation_counter = itertools.count()
@@ -116,12 +116,13 @@ class Function:
             out, block = _placed(node, out, variables)
         if not (requires_grad and modes.grad_enabled):
             return Variable(out, False, None, None, block)    # 2. wrap it: a constant, no graph
-        node.pending_count, node.released = 0, False          # 3. or make this node its grad_fn
+        node.pending_count, node.released, node._locked = 0, False, None   # 3. or its grad_fn
         node.seq = next(_creation_counter)
         for v in variables:
             if v.grad_fn is not None:                         # one more consumer to wait for
                 v.grad_fn.pending_count += 1
-        node._locked = lock_saved(node.saved_tensors, variables)   # (see readonly.py)
+        if node.saved_tensors:                                # (see readonly.py)
+            node._locked = lock_saved(node.saved_tensors, variables)
         node._block = None if node.arena is None else _node_record(node, node.arena)
         if modes.anomaly:
             node.created_at = creation_site()

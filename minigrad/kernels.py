@@ -395,7 +395,6 @@ def moe_grouped_gemm_backward_weight(grad_output: np.ndarray, x: np.ndarray,
         lo, hi = expert_offsets[e], expert_offsets[e + 1]
         np.matmul(x[lo:hi].T, grad_output[lo:hi], out=grad[e])
     return grad
-
 # --- transformer ops ---
 # Shared by minigrad/ops/transformer.py (eager) and minigrad/aot (compiled plans). Each takes
 # out buffers (None: allocate) so a plan can write into its own memory.

@@ -19,6 +19,11 @@ class _ThreadModes(threading.local):
     recorder = None     # the trace Recorder of minigrad.record(), if one is active
     scope = ()          # the names of the enclosing name_scope()s and Module calls, outermost first
 
+    def __init__(self):
+        # Every op reads these: copied into each thread's own dict they are found there at
+        # once, instead of after a miss that falls back to the class (about a third faster).
+        self.__dict__.update((k, v) for k, v in vars(_ThreadModes).items() if not k.startswith("_"))
+
 
 modes = _ThreadModes()
 _debug = [os.environ.get("MINIGRAD_DEBUG", "") not in ("", "0")]

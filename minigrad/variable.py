@@ -18,8 +18,8 @@ from . import engine
 from .arena import stale_error
 from .errors import InplaceError, NonLeafGradWarning
 from .modes import modes
-from .rules import check_leaf_dtype, check_shareable, not_numeric
-from .rules import describe as _describe
+from .checks import check_leaf_dtype, check_shareable, not_numeric
+from .checks import describe as _describe
 
 OPS: dict = {}   # op name -> Function subclass, filled by minigrad/ops via function.register
 

@@ -163,3 +163,21 @@ def test_a_compiler_returning_a_numpy_scalar_is_refused(monkeypatch):
     with pytest.raises(aot.ExecuteError, match=r"compiler of 'sum' \(sum_1\) made a float64 for "
                        r"'loss', not an ndarray.*kernels.as_array"):
         aot.Executor(forward, None, None, np.ones((2, 3)))
+
+
+def test_a_compiled_call_hiding_buffers_in_a_tuple_is_refused(monkeypatch):
+    """Placement re-points array arguments; arrays inside a tuple would keep their old memory."""
+    from minigrad.aot import execute, placement
+
+    def sum_via_tuple(x, **attrs):
+        out = np.zeros(())
+        def into(pair):
+            np.sum(pair[0], out=pair[1])
+        into((x, out))
+        return out, [(into, ((x, out),))]
+    _, forward, _ = small()
+    monkeypatch.setitem(execute.COMPILERS, "sum", sum_via_tuple)
+    with pytest.raises(placement.PlacementError, match=r"compiled call of into takes a tuple "
+                       r"argument.*Fix: pass each array as its own argument"):
+        aot.Executor(forward, None, None, np.ones((2, 3)))
+    aot.Executor(forward, None, None, np.ones((2, 3)), share_buffers=False)   # nothing placed: fine

@@ -314,3 +314,21 @@ def test_nested_recompute_from_the_input_gives_keeps_gradients_and_flat_memory()
     keep_24, _ = run(24, lambda x, ws: block(x, *ws))
     assert keep_24 > 1.8 * keep_peak
     assert peak_24 < 1.2 * peak, (peak_24, peak)
+
+
+def test_recomputed_nodes_keep_the_scope_the_segment_ran_in():
+    # Backward runs outside every name_scope; the recompute still belongs to "encoder.block".
+    weights = make_params(2)
+    x = mg.create_leaf(np.ones((2, WIDTH)), requires_grad=True, name="x")
+    with mg.record() as rec:
+        with mg.name_scope("encoder"), mg.name_scope("block"):
+            y = mg.checkpoint(block, x, *weights)
+        loss = y.sum()
+        loss.backward()
+    nodes = {n["id"]: n for n in rec.trace["nodes"]}
+    recompute_ops = [e for e in rec.trace["events"] if e["phase"] == "recompute" and e["type"] == "op"]
+    assert recompute_ops
+    for event in recompute_ops:
+        assert nodes[event["node"]]["scope"] == ["encoder", "block"], nodes[event["node"]]
+    loss_op = next(n for n in nodes.values() if n["type"] == "op" and n["name"] == "sum")
+    assert loss_op["scope"] == []   # made outside the scopes

@@ -19,8 +19,6 @@ from . import rules_moe  # noqa: E402,F401  (mixture-of-experts backward rules)
 from .compile_moe import MOE_COMPILERS  # noqa: E402
 from .execute import COMPILERS  # noqa: E402
 COMPILERS.update(MOE_COMPILERS)
-
 from . import rules_transformer  # noqa: E402,F401  (transformer backward rules)
 from .compile_transformer import TRANSFORMER_COMPILERS  # noqa: E402
-from .execute import COMPILERS  # noqa: E402
 COMPILERS.update(TRANSFORMER_COMPILERS)

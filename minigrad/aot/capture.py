@@ -221,7 +221,6 @@ CAPTURED["moe_permute"] = lambda node, v, inputs: (       # (x_perm, scatter_ind
     [v, linked_output(node, "scatter_indices"), linked_output(node, "expert_offsets")])
 
 
-
 # -- transformer ops (ops/transformer.py); rstd and lse are outputs only backward reads --------
 def _rmsnorm(node, v, inputs):
     return "rmsnorm", {"eps": node.eps}, [v, ("rstd", TensorInfo(v.shape[:-1], v.dtype))]

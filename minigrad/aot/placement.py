@@ -13,7 +13,13 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..errors import MinigradError
+
 ALIGN = 64   # bytes: each buffer starts on a cache line
+
+
+class PlacementError(MinigradError, ValueError):
+    """A compiled call hides a buffer where placement cannot re-point it."""
 
 
 def root_of(array: np.ndarray) -> np.ndarray:
@@ -37,6 +43,8 @@ def live_buffers(calls: list, external: set, keep_whole_run: list, written_befor
                     continue
                 span = spans.setdefault(id(r), [r, step, step])
                 span[2] = step
+            elif isinstance(a, (tuple, list)) and any(isinstance(x, np.ndarray) for x in a):
+                raise _hidden_buffer(calls[step][0], a)   # (a tuple of axes is fine)
     for array in keep_whole_run:
         span = spans.get(id(root_of(array)))
         if span is not None:
@@ -46,6 +54,16 @@ def live_buffers(calls: list, external: set, keep_whole_run: list, written_befor
         if span is not None:
             span[1] = -1
     return spans
+
+
+def _hidden_buffer(fn, container) -> PlacementError:
+    # Placement re-points only arrays that are arguments themselves: one inside a container would
+    # keep pointing at its old buffer, and the plan would read stale memory without a word.
+    return PlacementError(
+        f"Executor: a compiled call of {getattr(fn, '__name__', fn)} takes a "
+        f"{type(container).__name__} argument; buffer placement re-points only arrays passed as "
+        f"arguments themselves, so an array inside it would keep its old memory. Fix: pass each "
+        f"array as its own argument of the call (fn, (a, b, out_1, out_2)).")
 
 
 def first_fit(spans: dict) -> tuple:

@@ -9,6 +9,7 @@ import { injectStyles } from "./css.js";
 import { GraphPane, now, zoomControls } from "./view-common.js";
 import { PlanStrip } from "./aot-plan.js";
 import AOT_CSS from "./aot-styles.css";
+import { Player } from "./player.js";
 
 const SPEEDS = [
   [1500, "slow"],
@@ -141,8 +142,9 @@ function inspector(container, index, id, state, why, onPick) {
   );
 }
 
-class AotView {
+class AotView extends Player {
   constructor({ model, el, host }) {
+    super();
     this.t0 = now();
     this.model = model;
     this.el = el;
@@ -152,8 +154,6 @@ class AotView {
     this.state = null;
     this.hovered = null;
     this.pinned = null;
-    this.playing = false;
-    this.timer = null;
     this.items = null;
     this.pane = new GraphPane({
       model,
@@ -269,56 +269,6 @@ class AotView {
     return Math.max(0, this.index.steps.length - 1);
   }
 
-  go(k) {
-    this.show(k, { echo: true });
-  }
-
-  act(action) {
-    if (action !== "play") this.pause();
-    if (action === "first") this.go(0);
-    else if (action === "back") this.go(this.shown - 1);
-    else if (action === "step") this.go(this.shown + 1);
-    else if (action === "last") this.go(this.last);
-    else if (action === "play") {
-      if (this.playing) this.pause();
-      else this.play();
-    }
-  }
-
-  play() {
-    if (this.shown >= this.last) this.go(0);
-    this.playing = true;
-    this.buttons.play.textContent = "❚❚ pause";
-    this.root.classList.add("mg-playing");
-    const tick = () => {
-      this.timer = setTimeout(() => {
-        if (!this.playing) return;
-        if (this.shown < this.last) {
-          this.go(this.shown + 1);
-          tick();
-        } else this.pause();
-      }, +this.speed.value || 700);
-    };
-    tick();
-  }
-
-  pause() {
-    this.playing = false;
-    clearTimeout(this.timer);
-    this.buttons.play.textContent = "▶ play";
-    this.root.classList.remove("mg-playing");
-  }
-
-  key(e) {
-    const tag = e.target && e.target.tagName;
-    if (tag === "SELECT" || tag === "TEXTAREA" || (tag === "INPUT" && e.key !== " ")) return;
-    const action = { ArrowRight: "step", ArrowLeft: "back", " ": "play", Spacebar: "play", Home: "first", End: "last" }[e.key];
-    if (!action) return;
-    e.preventDefault();
-    e.stopPropagation();
-    this.act(action);
-  }
-
   show(k, { echo = false, force = false } = {}) {
     const t = now();
     const frame = Math.max(0, Math.min(this.last, Number.isFinite(k) ? Math.round(k) : 0));
@@ -379,7 +329,7 @@ class AotView {
   }
 
   dispose() {
-    this.pause();
+    this.disposePlayer();
     this.pane.dispose();
   }
 }

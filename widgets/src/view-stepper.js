@@ -13,6 +13,7 @@ import { StepPainter } from "./paint.js";
 import { MemoryStrip } from "./memory.js";
 import { GraphPane, copyTrace, readOptions, now, zoomControls } from "./view-common.js";
 import { BOX, boxProgress, indexFolding } from "./scopes.js";
+import { Player } from "./player.js";
 
 const SPEEDS = [
   [1500, "slow"],
@@ -26,10 +27,10 @@ const PHASE_HINT = {
   backward: "backward: gradients flow from the loss back to the leaves",
   released: "released: the graph was consumed; parameters keep their gradients",
 };
-const KERNEL_TIMEOUT_MS = 30000;
 
-class Stepper {
+class Stepper extends Player {
   constructor({ model, el, host }) {
+    super();
     this.t0 = now();
     this.model = model;
     this.el = el;
@@ -43,13 +44,8 @@ class Stepper {
     this.state = null;
     this.hovered = null;
     this.pinned = null;
-    this.playing = false;
-    this.timer = null;
-    this.awaiting = null; // "advance" | "finish" while the kernel works
-    this.awaitTimer = null;
     this.wanted = null; // a frame the kernel set before its events arrived
     this.painter = null;
-    this.disposed = false;
 
     this.pane = new GraphPane({
       model,
@@ -234,128 +230,16 @@ class Stepper {
     return !!this.model.get("live");
   }
 
-  go(k) {
-    this.show(k, { echo: true });
-  }
-
   act(action) {
-    const k = this.shown;
-    switch (action) {
-      case "first":
-        this.pause();
-        this.go(0);
-        break;
-      case "back":
-        this.pause();
-        this.go(k - 1);
-        break;
-      case "step":
-        this.pause();
-        this.stepOnce();
-        break;
-      case "forward": {
-        this.pause();
-        const target = phaseEndAfter(this.index, k);
-        if (target === this.last && this.isLive && this.state && this.state.phase !== "released") {
-          this.go(target);
-          this.ask("finish");
-        } else this.go(target);
-        break;
-      }
-      case "last":
-        this.pause();
-        if (this.isLive) {
-          this.go(this.last);
-          this.ask("finish");
-        } else this.go(this.last);
-        break;
-      case "play":
-        if (this.playing) this.pause();
-        else this.play();
-        break;
-      default:
-        break;
-    }
+    if (action !== "forward") return super.act(action);
+    this.pause();
+    const target = phaseEndAfter(this.index, this.shown);
+    this.go(target);
+    if (target === this.last && this.isLive && this.state && this.state.phase !== "released") this.ask("finish");
   }
 
-  stepOnce() {
-    if (this.shown < this.last) {
-      this.go(this.shown + 1);
-      return true;
-    }
-    if (this.isLive) this.ask("advance");
-    return false;
-  }
-
-  ask(kind) {
-    if (this.awaiting) return;
-    this.awaiting = kind;
-    setText(this.status, kind === "finish" ? "running the rest in the kernel…" : "running one step in the kernel…");
-    const seq = this.model.get("frame_seq") || 0;
-    this.model.send(kind === "finish" ? { kind: "finish", seq } : { kind: "advance", steps: 1, seq });
-    clearTimeout(this.awaitTimer);
-    this.awaitTimer = setTimeout(() => {
-      this.awaiting = null;
-      setText(this.status, "the kernel did not answer (is it busy, or was it restarted?)");
-      this.pause();
-      this.update();
-    }, KERNEL_TIMEOUT_MS);
-    this.update();
-  }
-
-  settle() {
-    if (!this.awaiting) return;
-    this.awaiting = null;
-    clearTimeout(this.awaitTimer);
-    setText(this.status, "");
-  }
-
-  play() {
-    if (this.shown >= this.last && !this.isLive) this.go(0);
-    this.playing = true;
-    this.buttons.play.textContent = "❚❚ pause";
-    this.root.classList.add("mg-playing");
-    this.tick();
-  }
-
-  pause() {
-    this.playing = false;
-    clearTimeout(this.timer);
-    this.timer = null;
-    this.buttons.play.textContent = "▶ play";
-    this.root.classList.remove("mg-playing");
-  }
-
-  tick() {
-    clearTimeout(this.timer);
-    this.timer = setTimeout(() => {
-      if (!this.playing || this.disposed) return;
-      if (this.shown < this.last) {
-        this.go(this.shown + 1);
-        this.tick();
-      } else if (this.isLive) {
-        if (!this.awaiting) this.ask("advance"); // continuePlaying() resumes on the answer
-      } else this.pause();
-    }, +this.speed.value || 700);
-  }
-
-  continuePlaying() {
-    if (this.playing && !this.awaiting) this.tick();
-  }
-
-  key(e) {
-    const tag = e.target && e.target.tagName;
-    if (tag === "SELECT" || tag === "TEXTAREA" || (tag === "INPUT" && e.key !== " ")) return;
-    let action = null;
-    if (e.key === "ArrowRight") action = "step";
-    else if (e.key === "ArrowLeft") action = "back";
-    else if (e.key === " " || e.key === "Spacebar") action = "play";
-    else if (e.key === "Home") action = "first";
-    else if (e.key === "End") action = "last";
-    if (!action) return;
-    e.preventDefault();
-    e.stopPropagation();
-    this.act(action);
+  askText(kind) {
+    return kind === "finish" ? "running the rest in the kernel…" : "running one step in the kernel…";
   }
 
   // -- showing a frame -----------------------------------------------------------------------
@@ -478,9 +362,7 @@ class Stepper {
   }
 
   dispose() {
-    this.disposed = true;
-    this.pause();
-    clearTimeout(this.awaitTimer);
+    this.disposePlayer();
     this.pane.dispose();
   }
 }

@@ -13,6 +13,7 @@ import { values as showValues, shape as showShape } from "./format.js";
 import { VirtualRows } from "./virtual-rows.js";
 import { TapeState } from "./tape-state.js";
 import TAPE_CSS from "./tape.css";
+import { Player } from "./player.js";
 
 const SPEEDS = [
   [1500, "slow"],
@@ -20,7 +21,6 @@ const SPEEDS = [
   [300, "fast"],
   [100, "fastest"],
 ];
-const KERNEL_TIMEOUT_MS = 30000;
 const ROW_HEIGHT = 21; // px: tape.css gives .mg-row and the instruction items this height
 const HEAD_HEIGHT = 23; // the table's sticky header
 const MARK = `minigrad-tape-${__MINIGRAD_WIDGETS_VERSION__}`;
@@ -35,8 +35,9 @@ function injectTapeStyles(el) {
   (shadow ? root : document.head || document.documentElement).appendChild(style);
 }
 
-class TapeView {
+class TapeView extends Player {
   constructor({ model, el }) {
+    super();
     this.t0 = now();
     this.model = model;
     this.el = el;
@@ -44,12 +45,7 @@ class TapeView {
     this.doc = this.copyDoc(model.get("trace"));
     this.state = new TapeState(this.doc);
     this.shown = -1;
-    this.playing = false;
-    this.timer = null;
-    this.awaiting = null;
-    this.awaitTimer = null;
     this.wanted = null;
-    this.disposed = false;
     this.marks = { position: null, using: new Set(), writing: null, written: new Set() };
     this.build();
     this.buildTable();
@@ -233,108 +229,8 @@ class TapeView {
     return !!this.model.get("live");
   }
 
-  go(k) {
-    this.show(k, { echo: true });
-  }
-
-  act(action) {
-    switch (action) {
-      case "first":
-        this.pause();
-        this.go(0);
-        break;
-      case "back":
-        this.pause();
-        this.go(this.shown - 1);
-        break;
-      case "step":
-        this.pause();
-        this.stepOnce();
-        break;
-      case "last":
-        this.pause();
-        this.go(this.last);
-        if (this.isLive) this.ask("finish");
-        break;
-      case "play":
-        if (this.playing) this.pause();
-        else this.play();
-        break;
-      default:
-        break;
-    }
-  }
-
-  stepOnce() {
-    if (this.shown < this.last) this.go(this.shown + 1);
-    else if (this.isLive) this.ask("advance");
-  }
-
-  ask(kind) {
-    if (this.awaiting) return;
-    this.awaiting = kind;
-    setText(this.status, kind === "finish" ? "running the rest of backward in the kernel…" : "running one instruction in the kernel…");
-    const seq = this.model.get("frame_seq") || 0;
-    this.model.send(kind === "finish" ? { kind, seq } : { kind, steps: 1, seq });
-    clearTimeout(this.awaitTimer);
-    this.awaitTimer = setTimeout(() => {
-      this.awaiting = null;
-      setText(this.status, "the kernel did not answer (is it busy, or was it restarted?)");
-      this.pause();
-      this.update();
-    }, KERNEL_TIMEOUT_MS);
-    this.update();
-  }
-
-  settle() {
-    if (!this.awaiting) return;
-    this.awaiting = null;
-    clearTimeout(this.awaitTimer);
-    setText(this.status, "");
-    this.update();
-  }
-
-  play() {
-    if (this.shown >= this.last && !this.isLive) this.go(0);
-    this.playing = true;
-    this.buttons.play.textContent = "❚❚ pause";
-    this.root.classList.add("mg-playing");
-    this.tick();
-  }
-
-  pause() {
-    this.playing = false;
-    clearTimeout(this.timer);
-    this.timer = null;
-    this.buttons.play.textContent = "▶ play";
-    this.root.classList.remove("mg-playing");
-  }
-
-  tick() {
-    clearTimeout(this.timer);
-    this.timer = setTimeout(() => {
-      if (!this.playing || this.disposed) return;
-      if (this.shown < this.last) {
-        this.go(this.shown + 1);
-        this.tick();
-      } else if (this.isLive) {
-        if (!this.awaiting) this.ask("advance");
-      } else this.pause();
-    }, +this.speed.value || 700);
-  }
-
-  continuePlaying() {
-    if (this.playing && !this.awaiting) this.tick();
-  }
-
-  key(e) {
-    const tag = e.target && e.target.tagName;
-    if (tag === "SELECT" || tag === "TEXTAREA" || (tag === "INPUT" && e.key !== " ")) return;
-    const action = { ArrowRight: "step", ArrowLeft: "back", " ": "play", Spacebar: "play", Home: "first", End: "last" }[e.key];
-    if (!action) return;
-    e.preventDefault();
-    e.stopPropagation();
-    this.act(action);
+  askText(kind) {
+    return kind === "finish" ? "running the rest of backward in the kernel…" : "running one instruction in the kernel…";
   }
 
   // -- showing a frame -----------------------------------------------------------------------
@@ -431,9 +327,7 @@ class TapeView {
   }
 
   dispose() {
-    this.disposed = true;
-    this.pause();
-    clearTimeout(this.awaitTimer);
+    this.disposePlayer();
     this.slotRows.dispose();
     this.instrRows.dispose();
   }

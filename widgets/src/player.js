@@ -1,0 +1,125 @@
+// The transport every stepping view shares: first / back / step / last / play, the keyboard, and,
+// while a live backward runs in the kernel, asking it for one more step (or the rest).
+//
+// A view extends Player and provides: `shown` (the frame on screen), `last` (the last frame it
+// has), `isLive` (the kernel can make more), `show(k, { echo })`, `update()` (redraw the
+// controls), `buttons.play`, `root`, `speed` (the interval input), `status` (a text line) and
+// `askText(kind)` (what the status says while the kernel works). Without isLive it is a replay.
+import { setText } from "./dom.js";
+
+const KERNEL_TIMEOUT_MS = 30000;
+const KEYS = { ArrowRight: "step", ArrowLeft: "back", " ": "play", Spacebar: "play", Home: "first", End: "last" };
+
+export class Player {
+  constructor() {
+    this.playing = false;
+    this.timer = null;
+    this.awaiting = null; // "advance" | "finish" while the kernel works
+    this.awaitTimer = null;
+    this.disposed = false;
+  }
+
+  go(k) {
+    this.show(k, { echo: true });
+  }
+
+  act(action) {
+    if (action === "play") {
+      if (this.playing) this.pause();
+      else this.play();
+      return;
+    }
+    this.pause();
+    if (action === "first") this.go(0);
+    else if (action === "back") this.go(this.shown - 1);
+    else if (action === "step") this.stepOnce();
+    else if (action === "last") {
+      this.go(this.last);
+      if (this.isLive) this.ask("finish");
+    }
+  }
+
+  // One frame on; at the last frame of a live run, the kernel makes the next one.
+  stepOnce() {
+    if (this.shown < this.last) {
+      this.go(this.shown + 1);
+      return true;
+    }
+    if (this.isLive) this.ask("advance");
+    return false;
+  }
+
+  ask(kind) {
+    if (this.awaiting) return;
+    this.awaiting = kind;
+    setText(this.status, this.askText(kind));
+    const seq = this.model.get("frame_seq") || 0;
+    this.model.send(kind === "finish" ? { kind, seq } : { kind, steps: 1, seq });
+    clearTimeout(this.awaitTimer);
+    this.awaitTimer = setTimeout(() => {
+      this.awaiting = null;
+      setText(this.status, "the kernel did not answer (is it busy, or was it restarted?)");
+      this.pause();
+      this.update();
+    }, KERNEL_TIMEOUT_MS);
+    this.update();
+  }
+
+  // The kernel answered (or failed): stop waiting.
+  settle() {
+    if (!this.awaiting) return;
+    this.awaiting = null;
+    clearTimeout(this.awaitTimer);
+    setText(this.status, "");
+    this.update();
+  }
+
+  play() {
+    if (this.shown >= this.last && !this.isLive) this.go(0);
+    this.playing = true;
+    this.buttons.play.textContent = "❚❚ pause";
+    this.root.classList.add("mg-playing");
+    this.tick();
+  }
+
+  pause() {
+    this.playing = false;
+    clearTimeout(this.timer);
+    this.timer = null;
+    this.buttons.play.textContent = "▶ play";
+    this.root.classList.remove("mg-playing");
+  }
+
+  tick() {
+    clearTimeout(this.timer);
+    this.timer = setTimeout(() => {
+      if (!this.playing || this.disposed) return;
+      if (this.shown < this.last) {
+        this.go(this.shown + 1);
+        this.tick();
+      } else if (this.isLive) {
+        if (!this.awaiting) this.ask("advance"); // continuePlaying() resumes on the answer
+      } else this.pause();
+    }, +this.speed.value || 700);
+  }
+
+  continuePlaying() {
+    if (this.playing && !this.awaiting) this.tick();
+  }
+
+  key(e) {
+    const tag = e.target && e.target.tagName;
+    if (tag === "SELECT" || tag === "TEXTAREA" || (tag === "INPUT" && e.key !== " ")) return;
+    const action = KEYS[e.key];
+    if (!action) return;
+    e.preventDefault();
+    e.stopPropagation();
+    this.act(action);
+  }
+
+  disposePlayer() {
+    this.disposed = true;
+    this.pause();
+    clearTimeout(this.awaitTimer);
+  }
+}
