@@ -55,6 +55,7 @@ bench: $(VENV)/.bench-installed
 	$(PY) benchmarks/trace_cost.py
 	$(PY) benchmarks/tape.py
 	$(PY) benchmarks/checkpoint.py
+	$(PY) benchmarks/transformer.py
 
 # Student copies of the lessons (solutions replaced by `raise NotImplementedError()`).
 student: $(VENV)/.test-installed

@@ -7,6 +7,7 @@ indices of shape (N,), ready for `minigrad.cross_entropy(model(X), y)`.
 * digits: the 1,797 8x8 handwritten digits (UCI, as shipped with scikit-learn), stored in this
   package as minigrad/datasets/digits.npz; see minigrad/datasets/README.md for the source.
 * batches: (X_batch, y_batch) pairs covering every row once per pass, optionally shuffled.
+* sort_digits: a sequence task made on the fly (sort n digits), for the tiny transformer.
 """
 from __future__ import annotations
 
@@ -15,7 +16,8 @@ from typing import Iterator
 
 import numpy as np
 
-__all__ = ["moons", "spirals", "digits", "digits_split", "batches"]
+__all__ = ["moons", "spirals", "digits", "digits_split", "batches", "sort_digits",
+           "sort_answer_rows", "SORT_SEP"]
 
 
 def moons(n: int = 200, noise: float = 0.1, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
@@ -115,3 +117,37 @@ def _check_count(where: str, name: str, value, minimum: int) -> None:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
         raise ValueError(f"{where}: {name}={value!r}, but {name} must be an integer >= {minimum}. "
                          f"Fix: pass e.g. {name}={max(minimum, 2)}.")
+
+
+SORT_SEP = 10   # the separator token of sort_digits; the digits are the tokens 0..9
+
+
+def sort_digits(batch: int, n_digits: int = 8,
+                seed: int | np.random.Generator = 0) -> tuple[np.ndarray, np.ndarray]:
+    """A batch of the sorting task for a causal language model: (ids, targets), int64.
+
+    Each row is one sequence `d_1 .. d_n SEP s_1 .. s_n`: n random digits, the separator
+    (token 10), then the same digits sorted. The model reads every token but the last
+    (ids, shape (batch, 2n)) and predicts every token but the first (targets, shape
+    (batch * 2n,), flattened the way a loss over all positions reads them, row after row).
+
+    Only the sorted half can be predicted: the first n - 1 targets are random digits (the
+    best a model can do there is a uniform guess, ln 10 nats each), the separator always
+    comes after n digits. So the best mean loss over all positions is (n - 1) ln(10) / (2n),
+    and the real score is the accuracy on the n sorted positions (see sort_answer_rows).
+    Generated on the fly from `seed` (an int, or a Generator that advances): no file.
+    """
+    _check_count("sort_digits", "batch", batch, minimum=1)
+    _check_count("sort_digits", "n_digits", n_digits, minimum=2)
+    rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
+    digits = rng.integers(0, 10, size=(batch, n_digits))
+    sep = np.full((batch, 1), SORT_SEP)
+    sequence = np.concatenate([digits, sep, np.sort(digits, axis=1)], axis=1).astype(np.int64)
+    return sequence[:, :-1].copy(), sequence[:, 1:].reshape(-1).copy()
+
+
+def sort_answer_rows(batch: int, n_digits: int) -> np.ndarray:
+    """The rows of the flattened targets of sort_digits that hold the sorted digits (the part a
+    model can learn), as a boolean mask of shape (batch * 2n,)."""
+    position = np.arange(2 * n_digits)
+    return np.tile(position >= n_digits, batch)

@@ -266,3 +266,7 @@ class MLP(Sequential):
 
     def __repr__(self) -> str:
         return f"MLP({self.sizes}, activation={self.activation!r})"
+from .nn_transformer import (Attention, Embedding, MoE, RMSNorm, SwiGLU, TinyTransformer,  # noqa: E402
+                             TransformerBlock)
+__all__ += ["Embedding", "RMSNorm", "Attention", "SwiGLU", "MoE", "TransformerBlock",
+            "TinyTransformer"]

@@ -41,3 +41,7 @@ __all__ += ["check_multiply_rule", "check_save_list"]
 from . import lesson09  # noqa: E402  (lesson 09: memory)
 check_fit_budget = _quiet(lesson09.check_fit_budget)
 __all__ += ["check_fit_budget"]
+
+from . import lesson12  # noqa: E402  (lesson 12: the capstone)
+check_rmsnorm_backward = _quiet(lesson12.check_rmsnorm_backward)
+__all__ += ["check_rmsnorm_backward"]
