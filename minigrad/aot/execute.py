@@ -18,6 +18,7 @@ import numpy as np
 
 from .. import kernels
 from ..errors import MinigradError
+from ..variable import Variable
 from . import placement
 from .capture import named_params
 from .ir import Graph, is_saved, unsaved
@@ -50,7 +51,7 @@ class Executor:
             raise ExecuteError(f"Executor: the forward graph has inputs {forward.inputs}, got "
                                f"{len(example_inputs)} example arrays. Fix: pass one per input.")
         for name, value in zip(forward.inputs, example_inputs):
-            self.env[name] = np.array(value.data if hasattr(value, "data") else value)
+            self.env[name] = np.array(value.data if isinstance(value, Variable) else value)
         self.forward_calls = self._compile(forward.operations)
         self.backward_calls = []
         if backward is not None:
@@ -130,7 +131,7 @@ class Executor:
             raise ExecuteError(f"Executor.run: the graph has inputs {self.forward.inputs}, got "
                                f"{len(inputs)} values. Fix: pass one array per input, in order.")
         for name, value in zip(self.forward.inputs, inputs):
-            value = value.data if hasattr(value, "data") else value
+            value = value.data if isinstance(value, Variable) else value
             buffer = env[name]
             if np.shape(value) != buffer.shape:
                 raise ExecuteError(
