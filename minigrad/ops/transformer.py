@@ -1,5 +1,6 @@
 """The ops of a transformer: embedding, rmsnorm, fused residual + rmsnorm, swiglu, rope, causal
-attention and the fused LM-head loss. Their math lives in kernels.py, shared with minigrad.aot.
+attention (also on a packed qkv: flash_attention), QK-norm + rope on a packed qkv, and the fused
+LM-head loss. Their math lives in kernels.py, shared with minigrad.aot.
 
 Each saves what design D's table says (tests check it): rmsnorm x and rstd, attention q, k, v,
 out and lse (the probabilities are rebuilt from lse in backward: no T x T matrix is kept), and
@@ -306,7 +307,8 @@ def attention(q, k, v, causal: bool = True):
 
 def flash_attention(qkv, causal: bool = True):
     """attention(q, k, v) with q, k, v packed in one (B, T, 3, H, Dh) array, as a fused QKV
-    projection makes them: same values, same gradients (d_qkv packed the same way)."""
+    projection makes them: same values, same gradients (d_qkv packed the same way). A real flash
+    kernel tiles the scores in on-chip memory; here numpy goes through blocks of query rows."""
     return FlashAttention.apply(qkv, causal=causal)
 
 
