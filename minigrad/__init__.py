@@ -50,3 +50,5 @@ from .ops import (attention, embedding, fused_lm_head_loss, fused_residual_rmsno
                   rmsnorm, rope, rope_freqs, swiglu)
 __all__ += ["embedding", "rmsnorm", "fused_residual_rmsnorm", "swiglu", "rope", "rope_freqs",
             "attention", "fused_lm_head_loss"]
+from .ops import flash_attention, qkv_qk_norm_rope  # noqa: E402
+__all__ += ["flash_attention", "qkv_qk_norm_rope"]

@@ -414,15 +414,22 @@ def rmsnorm(x: np.ndarray, weight: np.ndarray, eps: float, out=None, rstd=None) 
 def rmsnorm_backward(x: np.ndarray, weight: np.ndarray, rstd: np.ndarray, grad_output: np.ndarray,
                      out=None, d_weight=None, need_weight: bool = True) -> tuple:
     """xhat = x rstd, gh = dy w: dx = rstd (gh - xhat mean(gh xhat)), d_weight = sum(dy xhat)."""
+    return rmsnorm_backward_xhat(x * rstd[..., None], weight, rstd, grad_output, out, d_weight,
+                                 need_weight)
+
+
+def rmsnorm_backward_xhat(xhat: np.ndarray, weight: np.ndarray, rstd: np.ndarray,
+                          grad_output: np.ndarray, out=None, d_weight=None,
+                          need_weight: bool = True) -> tuple:
+    """rmsnorm_backward from xhat = x rstd (a scratch array: it is overwritten)."""
     r = rstd[..., None]
-    xhat = x * r
     if need_weight:
-        d = x.shape[-1]
+        d = xhat.shape[-1]
         d_weight = np.einsum("nd,nd->d", grad_output.reshape(-1, d), xhat.reshape(-1, d),
                              out=d_weight)
     gh = np.multiply(grad_output, weight, out=out)
     dot = np.einsum("...d,...d->...", gh, xhat)[..., None]
-    dot /= x.shape[-1]
+    dot /= xhat.shape[-1]
     xhat *= dot
     gh -= xhat
     gh *= r
@@ -651,3 +658,53 @@ def fused_residual_rmsnorm_backward(residual_out: np.ndarray, weight: np.ndarray
     if d_residual_out is not None:
         d_sum += d_residual_out
     return d_sum, d_weight
+
+
+def flash_attention(qkv: np.ndarray, causal: bool = True, out=None, lse=None, scores=None) -> tuple:
+    """attention on the q, k, v views qkv[:, :, 0 | 1 | 2] of the packed (B, T, 3, H, Dh) input."""
+    return attention(qkv[:, :, 0], qkv[:, :, 1], qkv[:, :, 2], causal, out, lse, scores)
+
+
+def flash_attention_backward(qkv: np.ndarray, o: np.ndarray, lse: np.ndarray,
+                             grad_output: np.ndarray, causal: bool = True, d_qkv=None,
+                             scores=None, ds=None) -> np.ndarray:
+    """attention_backward writing dq, dk, dv straight into the views of one packed d_qkv."""
+    d_qkv = np.empty(qkv.shape, np.result_type(qkv, grad_output)) if d_qkv is None else d_qkv
+    attention_backward(qkv[:, :, 0], qkv[:, :, 1], qkv[:, :, 2], o, lse, grad_output, causal,
+                       d_qkv[:, :, 0], d_qkv[:, :, 1], d_qkv[:, :, 2], scores, ds)
+    return d_qkv
+
+
+def qkv_qk_norm_rope(qkv: np.ndarray, q_weight: np.ndarray, k_weight: np.ndarray,
+                     freqs: np.ndarray, position_ids: np.ndarray, eps: float, out=None,
+                     q_rstd=None, k_rstd=None) -> tuple:
+    """q, k of qkv (B, T, 3, H, Dh) rmsnorm-ed over Dh with their weights, then turned by rope;
+    v copied. Returns (qkv_out, q_rstd, k_rstd), the rstds (B, T, H)."""
+    out = np.empty(qkv.shape, np.result_type(qkv, q_weight, k_weight)) if out is None else out
+    rstds = []
+    for j, weight, rstd in ((0, q_weight, q_rstd), (1, k_weight, k_rstd)):
+        y, rstd = rmsnorm(qkv[:, :, j], weight, eps, rstd=rstd)
+        rope(y, freqs, position_ids, out[:, :, j])
+        rstds.append(rstd)
+    out[:, :, 2] = qkv[:, :, 2]
+    return out, rstds[0], rstds[1]
+
+
+def qkv_qk_norm_rope_backward(qkv_out: np.ndarray, q_weight: np.ndarray, k_weight: np.ndarray,
+                              q_rstd: np.ndarray, k_rstd: np.ndarray, freqs: np.ndarray,
+                              position_ids: np.ndarray, grad_output: np.ndarray, d_qkv=None,
+                              d_q_weight=None, d_k_weight=None) -> tuple:
+    """For q and k: xhat = rope^-1(out) / w (so w has no zeros), g = rope^-1(dy), then rmsnorm's
+    backward at xhat; dv = dy's v part. Returns (d_qkv, d_q_weight, d_k_weight)."""
+    d_qkv = np.empty(qkv_out.shape, np.result_type(qkv_out, grad_output)) if d_qkv is None else d_qkv
+    d_weights = []
+    for j, weight, rstd, d_weight in ((0, q_weight, q_rstd, d_q_weight),
+                                      (1, k_weight, k_rstd, d_k_weight)):
+        xhat = rope(qkv_out[:, :, j], freqs, position_ids, None, -1.0)   # the turn undone ...
+        xhat /= weight                                                   # ... and the scale
+        g = rope(grad_output[:, :, j], freqs, position_ids, None, -1.0)
+        d_x, d_weight = rmsnorm_backward_xhat(xhat, weight, rstd, g, g, d_weight)
+        d_qkv[:, :, j] = d_x
+        d_weights.append(d_weight)
+    d_qkv[:, :, 2] = grad_output[:, :, 2]
+    return d_qkv, d_weights[0], d_weights[1]

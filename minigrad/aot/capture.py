@@ -242,3 +242,16 @@ CAPTURED.update({
     "fused_lm_head_loss": _same("fused_lm_head_loss"), "rmsnorm": _rmsnorm,
     "fused_residual_rmsnorm": _fused_residual_rmsnorm, "attention": _attention,
 })
+
+
+def _flash_attention(node, v, inputs):
+    b, t, h, _ = v.shape
+    return "flash_attention", {"causal": node.causal}, [v, ("lse", TensorInfo((b, h, t), v.dtype))]
+
+
+def _qkv_qk_norm_rope(node, v, inputs):
+    rstd = TensorInfo(v.shape[:2] + v.shape[3:4], v.dtype)
+    return "qkv_qk_norm_rope", {"eps": node.eps}, [v, ("q_rstd", rstd), ("k_rstd", rstd)]
+
+
+CAPTURED.update({"flash_attention": _flash_attention, "qkv_qk_norm_rope": _qkv_qk_norm_rope})

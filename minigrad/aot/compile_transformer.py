@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import kernels
-from ..ops.transformer import check_ids, check_targets
+from ..ops.transformer import check_ids, check_qk_norm_weights, check_targets
 from .execute import _call
 
 
@@ -116,6 +116,52 @@ def _lm_head_loss_backward(grad_output, x, weight, targets, **attrs):
                   (d_x, d_weight))
 
 
+def _packed_scratch(qkv) -> np.ndarray:
+    """The (B, H, T, T) scores of the packed qkv (B, T, 3, H, Dh)."""
+    return _empty((qkv.shape[0], qkv.shape[3], qkv.shape[1], qkv.shape[1]), qkv)
+
+
+def _flash_attention(qkv, causal=True, **attrs):
+    b, t, _, h, dh = qkv.shape
+    out, lse = _empty((b, t, h, dh), qkv), _empty((b, h, t), qkv)
+    return _calls(kernels.flash_attention, (qkv, causal, out, lse, _packed_scratch(qkv)), (out, lse))
+
+
+def _flash_attention_backward(grad_output, out, lse, qkv, causal=True, **attrs):
+    d_qkv = _empty(qkv.shape, qkv, grad_output)
+    return _calls(kernels.flash_attention_backward,
+                  (qkv, out, lse, grad_output, causal, d_qkv, _packed_scratch(qkv),
+                   _packed_scratch(qkv)), d_qkv)
+
+
+# The norm weights are parameters, new on every step: the calls check them each run (a zero
+# would make the backward divide by zero), with the eager op's message.
+def _checked_qkv_qk_norm_rope(qkv, q_weight, k_weight, *args):
+    check_qk_norm_weights(q_weight, k_weight)
+    kernels.qkv_qk_norm_rope(qkv, q_weight, k_weight, *args)
+
+
+def _checked_qkv_qk_norm_rope_backward(qkv_out, q_weight, k_weight, *args):
+    check_qk_norm_weights(q_weight, k_weight)
+    kernels.qkv_qk_norm_rope_backward(qkv_out, q_weight, k_weight, *args)
+
+
+def _qkv_qk_norm_rope(qkv, q_weight, k_weight, freqs, position_ids, eps=1e-6, **attrs):
+    out = _empty(qkv.shape, qkv, q_weight, k_weight)
+    q_rstd, k_rstd = (_empty(qkv.shape[:2] + qkv.shape[3:4], qkv) for _ in range(2))
+    return _calls(_checked_qkv_qk_norm_rope, (qkv, q_weight, k_weight, freqs, position_ids, eps,
+                                              out, q_rstd, k_rstd), (out, q_rstd, k_rstd))
+
+
+def _qkv_qk_norm_rope_backward(grad_output, qkv_out, q_weight, k_weight, q_rstd, k_rstd, freqs,
+                               position_ids, **attrs):
+    d_qkv = _empty(qkv_out.shape, qkv_out, grad_output)
+    d_q_weight, d_k_weight = (_empty(w.shape, qkv_out, grad_output) for w in (q_weight, k_weight))
+    return _calls(_checked_qkv_qk_norm_rope_backward,
+                  (qkv_out, q_weight, k_weight, q_rstd, k_rstd, freqs, position_ids, grad_output,
+                   d_qkv, d_q_weight, d_k_weight), (d_qkv, d_q_weight, d_k_weight))
+
+
 TRANSFORMER_COMPILERS = {
     "embedding": _embedding, "embedding_backward": _embedding_backward,
     "rmsnorm": _rmsnorm, "rmsnorm_backward": _rmsnorm_backward,
@@ -125,4 +171,6 @@ TRANSFORMER_COMPILERS = {
     "rope": _rope, "rope_backward": _rope_backward,
     "attention": _attention, "attention_backward": _attention_backward,
     "fused_lm_head_loss": _lm_head_loss, "fused_lm_head_loss_backward": _lm_head_loss_backward,
+    "flash_attention": _flash_attention, "flash_attention_backward": _flash_attention_backward,
+    "qkv_qk_norm_rope": _qkv_qk_norm_rope, "qkv_qk_norm_rope_backward": _qkv_qk_norm_rope_backward,
 }

@@ -89,3 +89,25 @@ def fused_lm_head_loss_backward(ctx):
     return [ctx.op("fused_lm_head_loss_backward",
                    [ctx.d_output, ctx.read(x), ctx.read(weight), ctx.read(targets)],
                    _grads_or_temps(ctx, 0, 1))]
+
+
+@rule("flash_attention")
+def flash_attention_backward(ctx):
+    """(out, lse) = attention(views of qkv): d_qkv packed; saves out, lse, qkv."""
+    (qkv,) = ctx.fwd_op.inputs
+    out, lse = ctx.fwd_op.outputs
+    return [ctx.op("flash_attention_backward",
+                   [ctx.d_output, saved_ref(out), saved_ref(lse), ctx.read(qkv)], [ctx.d_inputs[0]],
+                   causal=ctx.fwd_op.attrs.get("causal", True))]
+
+
+@rule("qkv_qk_norm_rope")
+def qkv_qk_norm_rope_backward(ctx):
+    """(qkv_out, q_rstd, k_rstd): xhat = rope^-1(out) / w, then rmsnorm backward for q and k;
+    saves qkv_out, q_rstd, k_rstd (weights, freqs and positions are read like parameters)."""
+    qkv, q_weight, k_weight, freqs, position_ids = ctx.fwd_op.inputs
+    qkv_out, q_rstd, k_rstd = ctx.fwd_op.outputs
+    return [ctx.op("qkv_qk_norm_rope_backward",
+                   [ctx.d_output, saved_ref(qkv_out), ctx.read(q_weight), ctx.read(k_weight),
+                    saved_ref(q_rstd), saved_ref(k_rstd), ctx.read(freqs), ctx.read(position_ids)],
+                   _grads_or_temps(ctx, 0, 1, 2))]

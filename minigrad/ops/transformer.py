@@ -1,5 +1,6 @@
 """The ops of a transformer: embedding, rmsnorm, fused residual + rmsnorm, swiglu, rope, causal
-attention and the fused LM-head loss. Their math lives in kernels.py, shared with minigrad.aot.
+attention (also on a packed qkv: flash_attention), QK-norm + rope on a packed qkv, and the fused
+LM-head loss. Their math lives in kernels.py, shared with minigrad.aot.
 
 Each saves what design D's table says (tests check it): rmsnorm x and rstd, attention q, k, v,
 out and lse (the probabilities are rebuilt from lse in backward: no T x T matrix is kept), and
@@ -18,10 +19,14 @@ from __future__ import annotations
 import numpy as np
 
 from .. import kernels
-from ..errors import DtypeError, ShapeError
+from ..errors import DtypeError, MinigradError, ShapeError
 from ..function import Function, register
 from ..variable import OPS, Variable
 from .multi import link_outputs
+
+
+class NormWeightError(MinigradError, ValueError):
+    """qkv_qk_norm_rope met a norm weight with a zero: its backward cannot divide by it."""
 
 
 @register("embedding")
@@ -159,6 +164,70 @@ class Attention(Function):
         return kernels.attention_backward(q, k, v, out, lse, grad_output, ctx.causal, dq, dk, dv)
 
 
+@register("flash_attention")
+class FlashAttention(Function):
+    """out = attention(qkv[:, :, 0], qkv[:, :, 1], qkv[:, :, 2]); d_qkv packed; saves out, lse, qkv."""
+    grad_text = ("(ds k, ds^T q) / sqrt(Dh) and p^T grad_output, packed as d_qkv",)
+    input_names = ("qkv",)
+
+    @staticmethod
+    def forward(ctx, qkv, causal=True):
+        _check_packed("flash_attention", qkv)
+        b, t, _, h, dh = qkv.shape
+        lse = _saved_buffer(ctx, (b, h, t), qkv)
+        out, lse = kernels.flash_attention(qkv, causal, out=ctx.arena and ctx.buffer(
+            shape=(b, t, h, dh), dtype=qkv.dtype), lse=lse)
+        ctx.causal = causal
+        ctx.save_for_backward(out, lse, qkv)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        out, lse, qkv = ctx.saved_tensors
+        d_qkv = ctx.arena and ctx.buffer(shape=qkv.shape, dtype=np.result_type(qkv, grad_output))
+        return (kernels.flash_attention_backward(qkv, out, lse, grad_output, ctx.causal, d_qkv),)
+
+
+@register("qkv_qk_norm_rope")
+class QKVQKNormRoPE(Function):
+    """q, k -> rope(rmsnorm(., w)), v kept; backward: xhat = rope^-1(out) / w; saves out, q/k rstd."""
+    grad_text = ("rope^-1, then rmsnorm backward for q and k; grad_output for v",
+                 "sum(grad_q xhat_q)", "sum(grad_k xhat_k)", "none (fixed frequencies)",
+                 "none (positions)")
+    input_names = ("qkv", "q_norm_weight", "k_norm_weight", "freqs", "position_ids")
+
+    @staticmethod
+    def forward(ctx, qkv, q_weight, k_weight, freqs, position_ids, eps=1e-6):
+        _check_packed("qkv_qk_norm_rope", qkv)
+        _check_qk_norm_weights(qkv, q_weight, k_weight)
+        _check_rope(qkv[:, :, 0], freqs, position_ids, ctx.inputs[3].requires_grad,
+                    "qkv_qk_norm_rope")
+        rstd_shape = qkv.shape[:2] + qkv.shape[3:4]
+        q_rstd, k_rstd = (_saved_buffer(ctx, rstd_shape, qkv) for _ in range(2))
+        out, q_rstd, k_rstd = kernels.qkv_qk_norm_rope(
+            qkv, q_weight, k_weight, freqs, position_ids, eps, ctx.arena and ctx.buffer(
+                shape=qkv.shape, dtype=np.result_type(qkv, q_weight, k_weight)), q_rstd, k_rstd)
+        ctx.eps = eps
+        ctx.save_for_backward(out, q_rstd, k_rstd)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        qkv_out, q_rstd, k_rstd = ctx.saved_tensors
+        # parameters and constants: read, not saved (design D's row)
+        q_weight, k_weight, freqs, position_ids = (v.data for v in ctx.inputs[1:])
+        check_qk_norm_weights(q_weight, k_weight)
+        dtype = np.result_type(qkv_out, grad_output)
+        need = ctx.needs_input_grad
+        d_qkv = ctx.arena and ctx.buffer(shape=qkv_out.shape, dtype=dtype)
+        d_q_weight, d_k_weight = (ctx.grad_buffer(i, q_weight.shape, dtype) if need[i] else None
+                                  for i in (1, 2))
+        d_qkv, d_q_weight, d_k_weight = kernels.qkv_qk_norm_rope_backward(
+            qkv_out, q_weight, k_weight, q_rstd, k_rstd, freqs, position_ids, grad_output, d_qkv,
+            d_q_weight, d_k_weight)
+        return (d_qkv, d_q_weight if need[1] else None, d_k_weight if need[2] else None, None, None)
+
+
 @register("fused_lm_head_loss")
 class FusedLMHeadLoss(Function):
     """L = mean CE(x W, t); d_logits = (softmax(x W) - onehot) / N, dx = d_logits W^T, dW = x^T d_logits."""
@@ -236,6 +305,19 @@ def attention(q, k, v, causal: bool = True):
     return Attention.apply(q, k, v, causal=causal)
 
 
+def flash_attention(qkv, causal: bool = True):
+    """attention(q, k, v) with q, k, v packed in one (B, T, 3, H, Dh) array, as a fused QKV
+    projection makes them: same values, same gradients (d_qkv packed the same way). A real flash
+    kernel tiles the scores in on-chip memory; here numpy goes through blocks of query rows."""
+    return FlashAttention.apply(qkv, causal=causal)
+
+
+def qkv_qk_norm_rope(qkv, q_norm_weight, k_norm_weight, freqs, position_ids, eps: float = 1e-6):
+    """q and k of the packed qkv rmsnorm-ed per head (weights (Dh,)) then turned by rope; v kept.
+    Backward divides by the weights: they must have no zero (checked, with the fix)."""
+    return QKVQKNormRoPE.apply(qkv, q_norm_weight, k_norm_weight, freqs, position_ids, eps=eps)
+
+
 def fused_lm_head_loss(x, weight, targets):
     return FusedLMHeadLoss.apply(x, weight, targets)
 
@@ -287,18 +369,19 @@ def check_ids(ids: np.ndarray, weight: np.ndarray) -> None:
                          f"into the vocabulary, or enlarge the table.")
 
 
-def _check_rope(x: np.ndarray, freqs: np.ndarray, pos: np.ndarray, freqs_grad: bool) -> None:
-    _check_float("rope", "x", x)
-    _check_float("rope", "freqs", freqs)
-    _check_int("rope", "position_ids", pos)
+def _check_rope(x: np.ndarray, freqs: np.ndarray, pos: np.ndarray, freqs_grad: bool,
+                op: str = "rope") -> None:
+    _check_float(op, "x", x)
+    _check_float(op, "freqs", freqs)
+    _check_int(op, "position_ids", pos)
     if x.ndim != 4 or x.shape[-1] % 2 or freqs.shape != (x.shape[-1] // 2,) or \
             pos.shape not in ((x.shape[1],), x.shape[:2]):
-        raise ShapeError(f"rope: x {x.shape}, freqs {freqs.shape}, position_ids {pos.shape}. Rule: "
+        raise ShapeError(f"{op}: x {x.shape}, freqs {freqs.shape}, position_ids {pos.shape}. Rule: "
                          f"x is (B, T, H, Dh) with Dh even, freqs (Dh/2,), position_ids (T,) or "
                          f"(B, T). Fix: reshape x to (batch, seq, heads, head_dim) and use "
                          f"mg.rope_freqs(head_dim).")
     if freqs_grad:
-        raise DtypeError(f"rope: freqs {freqs.shape} requires grad. Rule: the frequencies are fixed "
+        raise DtypeError(f"{op}: freqs {freqs.shape} requires grad. Rule: the frequencies are fixed "
                          f"constants, never differentiated (design D: rope_freqs). Fix: pass "
                          f"mg.rope_freqs(head_dim), or a Variable with requires_grad=False; as an "
                          f"input of aot.capture, name it 'rope_freqs' (input_names=...).")
@@ -311,6 +394,37 @@ def _check_attention(q: np.ndarray, k: np.ndarray, v: np.ndarray) -> None:
         raise ShapeError(f"attention: q {q.shape}, k {k.shape}, v {v.shape}. Rule: q, k and v are "
                          f"(B, T, H, Dh), all the same shape. Fix: reshape each projection to "
                          f"(batch, seq, heads, head_dim).")
+
+
+def _check_packed(op: str, qkv: np.ndarray) -> None:
+    _check_float(op, "qkv", qkv)
+    if qkv.ndim != 5 or qkv.shape[2] != 3:
+        raise ShapeError(f"{op}: qkv of shape {qkv.shape}. Rule: qkv packs q, k and v as "
+                         f"(B, T, 3, H, Dh). Fix: reshape the fused projection's output "
+                         f"(B, T, 3*H*Dh) to (batch, seq, 3, heads, head_dim).")
+
+
+def _check_qk_norm_weights(qkv: np.ndarray, q_weight: np.ndarray, k_weight: np.ndarray) -> None:
+    for name, w in (("q_norm_weight", q_weight), ("k_norm_weight", k_weight)):
+        _check_float("qkv_qk_norm_rope", name, w)
+        if w.shape != qkv.shape[-1:]:
+            raise ShapeError(f"qkv_qk_norm_rope: {name} of shape {w.shape} for qkv {qkv.shape}. "
+                             f"Rule: q and k are normalised per head over Dh, one scale per "
+                             f"feature, shape ({qkv.shape[-1]},). Fix: a weight of shape "
+                             f"qkv.shape[-1:].")
+    check_qk_norm_weights(q_weight, k_weight)
+
+
+def check_qk_norm_weights(q_weight: np.ndarray, k_weight: np.ndarray) -> None:
+    """No zero in the norm weights: backward divides qkv_out by them (also run by aot plans)."""
+    for name, w in (("q_norm_weight", q_weight), ("k_norm_weight", k_weight)):
+        if not np.all(w):
+            raise NormWeightError(
+                f"qkv_qk_norm_rope: {name} of shape {w.shape} has zeros at "
+                f"{np.flatnonzero(w == 0).tolist()}. Rule: backward keeps only qkv_out and the "
+                f"rstds, and recovers the normalised q, k by dividing by the weight, so no weight "
+                f"may be 0. Fix: keep the weights nonzero (they start at 1), or use mg.rmsnorm and "
+                f"mg.rope separately, which save their inputs.")
 
 
 def _check_lm_head(x: np.ndarray, weight: np.ndarray, targets: np.ndarray) -> None:
