@@ -31,7 +31,7 @@ ROWS = [
     # (row of the table, op type, inputs, output, attrs, params, what backward saves)
     ("matmul: A, B (both activations)", "matmul", ["a", "b"], "c", {"transpose": "NN"}, (), ["a", "b"]),
     ("matmul: A (B a parameter)", "matmul", ["a", "w"], "c", {"transpose": "NN"}, ("w",), ["a"]),
-    "matmul_bias: A, B", "matmul_bias", ["a", "b", "bias"], "c", {"transpose": "NN"}, ("bias",),
+    ("matmul_bias: A, B", "matmul_bias", ["a", "b", "bias"], "c", {"transpose": "NN"}, ("bias",),
      ["a", "b"]),
     ("add: none", "add", ["a", "e"], "m", {}, (), []),
     ("multiply: A, B", "multiply", ["a", "e"], "m", {}, (), ["a", "e"]),
