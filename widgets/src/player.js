@@ -5,9 +5,15 @@
 // has), `isLive` (the kernel can make more), `show(k, { echo })`, `update()` (redraw the
 // controls), `buttons.play`, `root`, `speed` (the interval input), `status` (a text line) and
 // `askText(kind)` (what the status says while the kernel works). Without isLive it is a replay.
-import { setText } from "./dom.js";
+import { h, setText } from "./dom.js";
 
 const KERNEL_TIMEOUT_MS = 30000;
+const SPEEDS = [
+  [1500, "slow"],
+  [700, "normal"],
+  [300, "fast"],
+  [100, "fastest"],
+];
 const KEYS = { ArrowRight: "step", ArrowLeft: "back", " ": "play", Spacebar: "play", Home: "first", End: "last" };
 
 export class Player {
@@ -17,6 +23,23 @@ export class Player {
     this.awaiting = null; // "advance" | "finish" while the kernel works
     this.awaitTimer = null;
     this.disposed = false;
+  }
+
+  // The controls: this.buttons (first, back, step, any extra ones, last, play), this.speed, this.slider.
+  buildTransport({ step = "one step (Right arrow)", extra = {} } = {}) {
+    const button = (action, text, label) =>
+      h("button", { type: "button", "data-action": action, title: label, "aria-label": label, text, onclick: () => this.act(action) });
+    this.buttons = {
+      first: button("first", "|◀ first", "first step (Home)"),
+      back: button("back", "◀ back", "one step back (Left arrow)"),
+      step: button("step", "step ▶", step),
+      ...Object.fromEntries(Object.entries(extra).map(([action, [text, label]]) => [action, button(action, text, label)])),
+      last: button("last", "last ▶|", "last step (End)"),
+      play: button("play", "▶ play", "play / pause (Space)"),
+    };
+    this.speed = h("select", { class: "mg-speed", "aria-label": "speed", title: "speed" }, ...SPEEDS.map(([ms, text]) => h("option", { value: String(ms), text, selected: ms === 700 })));
+    this.slider = h("input", { type: "range", class: "mg-slider", min: "0", max: "0", step: "1", value: "0", "aria-label": "step" });
+    this.slider.addEventListener("input", () => this.go(+this.slider.value));
   }
 
   go(k) {

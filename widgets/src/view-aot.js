@@ -11,12 +11,6 @@ import { PlanStrip } from "./aot-plan.js";
 import AOT_CSS from "./aot-styles.css";
 import { Player } from "./player.js";
 
-const SPEEDS = [
-  [1500, "slow"],
-  [700, "normal"],
-  [300, "fast"],
-  [100, "fastest"],
-];
 const PHASE_HINT = {
   captured: "the forward graph as captured; no backward operation derived yet",
   derive: "each step applies one forward operation's backward rule, from the loss back to the inputs",
@@ -185,18 +179,7 @@ class AotView extends Player {
   }
 
   build() {
-    const button = (action, text, label) =>
-      h("button", { type: "button", "data-action": action, title: label, "aria-label": label, text, onclick: () => this.act(action) });
-    this.buttons = {
-      first: button("first", "|◀ first", "first step (Home)"),
-      back: button("back", "◀ back", "one step back (Left arrow)"),
-      step: button("step", "step ▶", "one step (Right arrow)"),
-      last: button("last", "last ▶|", "last step (End)"),
-      play: button("play", "▶ play", "play / pause (Space)"),
-    };
-    this.speed = h("select", { class: "mg-speed", "aria-label": "speed", title: "speed" }, ...SPEEDS.map(([ms, text]) => h("option", { value: String(ms), text, selected: ms === 700 })));
-    this.slider = h("input", { type: "range", class: "mg-slider", min: "0", max: "0", step: "1", value: "0", "aria-label": "step" });
-    this.slider.addEventListener("input", () => this.go(+this.slider.value));
+    this.buildTransport();
     this.counter = h("span", { class: "mg-counter" });
     this.phase = h("span", { class: "mg-phase" });
     this.phaseHint = h("span", { class: "mg-phase-hint mg-muted" });

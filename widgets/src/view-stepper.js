@@ -15,12 +15,6 @@ import { FoldedDrawing, GraphPane, copyTrace, readOptions, now, zoomControls } f
 import { BOX, boxProgress, indexFolding } from "./scopes.js";
 import { Player } from "./player.js";
 
-const SPEEDS = [
-  [1500, "slow"],
-  [700, "normal"],
-  [300, "fast"],
-  [100, "fastest"],
-];
 const PHASE_HINT = {
   forward: "forward: the graph is being recorded; no gradients yet",
   recompute: "recompute: a checkpoint runs its segment again from the saved inputs, recording it this time",
@@ -77,23 +71,7 @@ class Stepper extends Player {
 
   // -- construction --------------------------------------------------------------------------
   build() {
-    const button = (action, text, label) =>
-      h("button", { type: "button", "data-action": action, title: label, "aria-label": label, text, onclick: () => this.act(action) });
-    this.buttons = {
-      first: button("first", "|◀ first", "first step (Home)"),
-      back: button("back", "◀ back", "one step back (Left arrow)"),
-      step: button("step", "step ▶", "one step (Right arrow)"),
-      forward: button("forward", "end of phase ▶▶", "jump to the end of this phase"),
-      last: button("last", "last ▶|", "last step (End)"),
-      play: button("play", "▶ play", "play / pause (Space)"),
-    };
-    this.speed = h(
-      "select",
-      { class: "mg-speed", "aria-label": "speed", title: "speed" },
-      ...SPEEDS.map(([ms, text]) => h("option", { value: String(ms), text, selected: ms === 700 })),
-    );
-    this.slider = h("input", { type: "range", class: "mg-slider", min: "0", max: "0", step: "1", value: "0", "aria-label": "step" });
-    this.slider.addEventListener("input", () => this.go(+this.slider.value));
+    this.buildTransport({ extra: { forward: ["end of phase ▶▶", "jump to the end of this phase"] } });
     this.counter = h("span", { class: "mg-counter", "aria-live": "off" });
     this.phase = h("span", { class: "mg-phase" });
     this.phaseHint = h("span", { class: "mg-phase-hint mg-muted" });

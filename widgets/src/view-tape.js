@@ -15,12 +15,6 @@ import { TapeState } from "./tape-state.js";
 import TAPE_CSS from "./tape.css";
 import { Player } from "./player.js";
 
-const SPEEDS = [
-  [1500, "slow"],
-  [700, "normal"],
-  [300, "fast"],
-  [100, "fastest"],
-];
 const ROW_HEIGHT = 21; // px: tape.css gives .mg-row and the instruction items this height
 const HEAD_HEIGHT = 23; // the table's sticky header
 const MARK = `minigrad-tape-${__MINIGRAD_WIDGETS_VERSION__}`;
@@ -63,18 +57,7 @@ class TapeView extends Player {
 
   // -- construction --------------------------------------------------------------------------
   build() {
-    const button = (action, text, label) =>
-      h("button", { type: "button", "data-action": action, title: label, "aria-label": label, text, onclick: () => this.act(action) });
-    this.buttons = {
-      first: button("first", "|◀ first", "first step (Home)"),
-      back: button("back", "◀ back", "one step back (Left arrow)"),
-      step: button("step", "step ▶", "one instruction (Right arrow)"),
-      last: button("last", "last ▶|", "last step (End)"),
-      play: button("play", "▶ play", "play / pause (Space)"),
-    };
-    this.speed = h("select", { class: "mg-speed", "aria-label": "speed", title: "speed" }, ...SPEEDS.map(([ms, text]) => h("option", { value: String(ms), text, selected: ms === 700 })));
-    this.slider = h("input", { type: "range", class: "mg-slider", min: "0", max: "0", step: "1", value: "0", "aria-label": "step" });
-    this.slider.addEventListener("input", () => this.go(+this.slider.value));
+    this.buildTransport({ step: "one instruction (Right arrow)" });
     this.counter = h("span", { class: "mg-counter" });
     this.live = h("span", { class: "mg-live", hidden: true, text: "live" });
     this.status = h("span", { class: "mg-status", role: "status" });
