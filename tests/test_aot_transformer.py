@@ -285,20 +285,27 @@ def test_a_frozen_norm_weight_gets_no_gradient():
             np.testing.assert_allclose(run.grads()[f"d_{name}"], p.grad, rtol=1e-9, atol=1e-12)
 
 
-def test_the_default_recompute_plan_recomputes_swiglu():
+def test_the_default_recompute_plan_recomputes_swiglu_and_the_row_ops():
     """swiglu's output (saved for the down projection) is rebuilt from gate_up, which its own
     backward keeps anyway: the save disappears. (The peak stays: it comes when backward starts,
-    where the down projection's backward needs the rebuilt output right away.)"""
+    where the down projection's backward needs the rebuilt output right away.) The default
+    recompute policy picks it, and the outputs of the other cheap row-wise ops (norms, rope)."""
     block = Block(np.random.default_rng(5))
     forward = aot.capture(block, mg.create_leaf(IDS, name="ids"), mg.create_leaf(TARGETS, name="targets"),
                           params=block.params)
     backward = aot.derive_backward_graph(forward)
     save_all = aot.plan_memory(forward, backward)
-    recompute = aot.plan_memory(forward, backward, policy="recompute")
     (swiglu,) = [op.outputs[0] for op in forward.operations if op.type == "swiglu"]
-    assert swiglu in backward.save and swiglu in recompute.recomputed
-    assert swiglu not in recompute.backward.save
-    assert save_all.saved_bytes - recompute.saved_bytes == forward.shape_env[swiglu].nbytes
+    only_swiglu = aot.plan_memory(forward, backward, policy="recompute", recompute=[swiglu])
+    assert swiglu in backward.save and swiglu not in only_swiglu.backward.save
+    assert save_all.saved_bytes - only_swiglu.saved_bytes == forward.shape_env[swiglu].nbytes
+    recompute = aot.plan_memory(forward, backward, policy="recompute")
+    row_ops = {"swiglu", "rmsnorm", "fused_residual_rmsnorm", "rope"}
+    expected = [t for t in backward.save
+                if forward.producer_of(t) is not None and forward.producer_of(t).type in row_ops]
+    assert swiglu in expected and len(expected) > 1
+    assert sorted(recompute.recomputed) == sorted(expected)
+    assert recompute.saved_bytes < only_swiglu.saved_bytes
     assert recompute.peak_bytes <= save_all.peak_bytes
     run = aot.Executor(forward, recompute.backward, block.params, IDS, TARGETS)
     run.run(IDS, TARGETS)

@@ -138,6 +138,8 @@ def test_recomputing_the_cheap_ops_keeps_the_gradients_and_halves_the_saves():
     again = aot.plan_memory(forward, backward, policy="recompute", recompute=cheap)
     assert again.saved_bytes < 0.7 * save_all.saved_bytes
     assert again.peak_bytes <= save_all.peak_bytes
+    default = aot.plan_memory(forward, backward, policy="recompute")   # the same choice, unasked
+    assert sorted(default.recomputed) == sorted(cheap)
     runs = [aot.Executor(forward, b, model, ids, targets) for b in (backward, again.backward)]
     for run in runs:
         run.run(ids, targets)

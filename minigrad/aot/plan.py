@@ -6,7 +6,8 @@ saved.x lives until that backward read: that is the price of a save, and why the
 matters. Two policies:
 
   save_all    keep every tensor the rules ask for (the backward graph as derived);
-  recompute   for chosen saves x (default: those an elementwise op made), backward re-runs x's
+  recompute   for chosen saves x (default: those a cheap op made: elementwise, or one pass over
+              each row like the norms and rope), backward re-runs x's
               producer just before its first use ("recomputed.x") so forward need not keep x;
               the producer's own inputs are saved instead (cheap ops, smaller or shared saves).
 
@@ -23,7 +24,8 @@ from .ir import Graph, Operation, saved_name_of, unsaved
 
 ALIAS_OPS = {"view", "reshape", "transpose", "identity", "broadcast_to"}
 CHEAP_OPS = {"relu", "tanh", "sigmoid", "silu", "gelu", "add", "bias_add", "subtract", "multiply",
-             "neg", "exp", "swiglu"}
+             "neg", "exp", "swiglu",
+             "rmsnorm", "fused_residual_rmsnorm", "rope"}   # (one pass over each row: as cheap)
 RECOMPUTED = "recomputed."
 
 
