@@ -7,6 +7,8 @@ import random
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import minigrad as mg
 from minigrad.errors import BackwardError, DtypeError, InplaceError, MinigradError, ShapeError
@@ -741,6 +743,53 @@ def test_the_fast_methods_compute_with_the_rules_forward(monkeypatch):
     tape.apply("exp", tape.var(0.25))
     assert calls == [0.5, 0.25]
 
+
+# ----------------------------------------------------------------------------------------------
+# random programs at edge values: every path of the tapes computes the same values and grads
+# ----------------------------------------------------------------------------------------------
+EDGE_LEAVES = st.sampled_from([0.0, -0.0, 1.0, -1.0, 0.5, -2.0, 709.5, 710.0, 1e200, -1e200,
+                               math.inf, -math.inf, math.nan, 1e-300])
+PROGRAM_STEP = st.tuples(st.sampled_from(sorted(MATH)), st.integers(0, 99), st.integers(0, 99),
+                         st.sampled_from(EXPONENTS))
+
+
+def run_program(tape, leaves, program, how):
+    """Record program (steps of (op, i, j, exponent) reading earlier nodes, fan-out included),
+    backward the sum of the last two nodes; return every node's value and the leaves' grads."""
+    nodes = [tape.var(x if how != "tensor" else np.full(2, x)) for x in leaves]
+    for op, i, j, p in program:
+        a, b = nodes[i % len(nodes)], nodes[j % len(nodes)]
+        if how == "fast":
+            y = a ** p if op == "pow" else getattr(tape, op)(*((a, b) if MATH[op][0] == 2 else (a,)))
+        else:
+            y = tape.apply(op, *((a, b) if MATH[op][0] == 2 else (a,)),
+                           **({"exponent": p} if op == "pow" else {}))
+        nodes.append(y)
+    loss = nodes[-1] + nodes[-2]
+    values = [np.asarray(n.value) for n in nodes]
+    if how == "steps":
+        list(tape.backward_steps(loss))
+    else:
+        tape.backward(loss, plain=how == "plain")
+    return values, [n.grad for n in nodes[:len(leaves)]]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(EDGE_LEAVES, min_size=1, max_size=3), st.lists(PROGRAM_STEP, min_size=1,
+                                                                max_size=8))
+def test_random_programs_at_edge_values_agree_in_every_path(leaves, program):
+    """Rule: one formula per op, so the fast loop, the plain loop, backward_steps and
+    TensorTape agree on values and gradients also where they are inf or nan."""
+    fast_values, fast_grads = run_program(Tape(), leaves, program, "fast")
+    for how, tape in (("plain", Tape()), ("steps", Tape()), ("tensor", TensorTape())):
+        values, grads = run_program(tape, leaves, program, how)
+        for got, want in zip(values, fast_values):
+            np.testing.assert_allclose(got, np.broadcast_to(want, got.shape), rtol=1e-13,
+                                       equal_nan=True, err_msg=how)
+        for got, want in zip(grads, fast_grads):
+            got, want = zeros_for_none([got])[0], zeros_for_none([want])[0]
+            np.testing.assert_allclose(got, np.broadcast_to(want, np.shape(got)), rtol=1e-13,
+                                       equal_nan=True, err_msg=how)
 
 # ----------------------------------------------------------------------------------------------
 # what goes into a slot, and what counts as a slot index
