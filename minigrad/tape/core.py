@@ -265,8 +265,9 @@ class Tape:
         return self._record1(RELU, Relu.forward(self.values[a]), a)
 
     def apply(self, op: str, *inputs, **attrs):
-        """Record op by looking its rule up in rules.RULES: the plain way to do what the methods
-        above do inline (the benchmark runs both). Slots in, a slot out."""
+        """Record op by looking its rule up in rules.RULES by name, checking every input: the
+        plain way to do what the methods above do (the benchmark runs both). Slots in, a slot
+        out."""
         rule = RULES.get(op)
         if rule is None:
             raise SlotError(f"tape.apply({op!r}): no such op. Ops: {', '.join(OP_NAMES)}.")
