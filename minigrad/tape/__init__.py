@@ -2,10 +2,10 @@
 
     from minigrad.tape import Tape, TensorTape
 """
-from .core import Instr, SlotError, StaleSlotError, Tape, TapeStep
+from .core import Instr, SlotError, SlotValueError, StaleSlotError, Tape, TapeStep
 from .rules import OP_NAMES, RULES
 from .slots import Slot
 from .tensor import TensorTape
 
-__all__ = ["Tape", "TensorTape", "Slot", "Instr", "TapeStep", "SlotError", "StaleSlotError",
+__all__ = ["Tape", "TensorTape", "Slot", "Instr", "TapeStep", "SlotError", "SlotValueError", "StaleSlotError",
            "OP_NAMES", "RULES"]

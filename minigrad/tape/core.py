@@ -18,18 +18,18 @@ Rules this engine enforces (each misuse raises, naming the rule and the fix):
 """
 from __future__ import annotations
 
-import math
-from numbers import Real
-
-import numpy as np
+from numbers import Integral, Real
 from typing import NamedTuple
 
+import numpy as np
+
 from ..errors import BackwardError, DtypeError, InplaceError, MinigradError
-from .rules import OP_NAMES, RULES
+from .rules import OP_NAMES, RULES, Add, Cos, Div, Exp, Log, Mul, Neg, Pow, Relu, Sin, Sub, Tanh
 from .slots import Slot
 
 ADD, SUB, MUL, DIV, NEG, POW, SIN, COS, EXP, LOG, TANH, RELU = range(12)
 BINARY = 4          # op codes below this take two slots
+BACKWARD = tuple(RULES[name].backward for name in OP_NAMES)   # op code -> its rule's backward
 
 
 class Instr(NamedTuple):
@@ -55,6 +55,22 @@ class SlotError(MinigradError, TypeError):
 
 class StaleSlotError(MinigradError, RuntimeError):
     """A slot handed out before tape.reset() was used after it."""
+
+
+class SlotValueError(MinigradError, ValueError):
+    """A number no float64 slot can hold (an int beyond float64's range, about 1.8e308)."""
+
+
+def float64_of(x, kind: str) -> float:
+    """float(x) for a real number x, or a clear error when it does not fit in a float64
+    (float() raises a bare OverflowError for an int such as 10**400; numpy refuses it too)."""
+    try:
+        return float(x)
+    except OverflowError:
+        digits = len(str(abs(int(x))))
+        raise SlotValueError(f"tape.{kind}(<an int of {digits} digits>): a slot holds a float64, "
+                             f"whose largest value is about 1.8e308. Fix: scale the number down "
+                             f"(or pass float('inf') if infinity is meant).") from None
 
 
 INPLACE_RULE = ("design E's rule 'every differentiable operation writes a fresh slot' (SSA): an "
@@ -91,7 +107,7 @@ class Tape:
             raise DtypeError(f"tape.{kind}({x!r}): a Tape slot holds one float, got "
                              f"{type(x).__name__}. Fix: pass a float, or use TensorTape for "
                              f"arrays.")
-        return self._push(float(x), requires_grad, kind, name)
+        return self._push(float64_of(x, kind), requires_grad, kind, name)
 
     def _push(self, value, requires_grad: bool, kind: str, name) -> int:
         slot = len(self.values)
@@ -132,6 +148,8 @@ class Tape:
         return uses
 
     # -- recording ops: the fast path takes int slots; anything else goes through _checked ----
+    # Each method computes its value with its rule's forward (rules.py): the formulas live there
+    # only. What makes the path fast is the rest: no checks on int slots and a compact row.
     def _record2(self, code: int, value, a: int, b: int) -> int:
         requires_grad = self.requires_grad
         out = len(requires_grad)
@@ -167,52 +185,41 @@ class Tape:
         if a.__class__ is not int or b.__class__ is not int:
             return self._checked(self.add, "add", a, b)
         values = self.values
-        return self._record2(ADD, values[a] + values[b], a, b)
+        return self._record2(ADD, Add.forward(values[a], values[b]), a, b)
 
     def sub(self, a, b):
         """a - b"""
         if a.__class__ is not int or b.__class__ is not int:
             return self._checked(self.sub, "sub", a, b)
         values = self.values
-        return self._record2(SUB, values[a] - values[b], a, b)
+        return self._record2(SUB, Sub.forward(values[a], values[b]), a, b)
 
     def mul(self, a, b):
         """a * b"""
         if a.__class__ is not int or b.__class__ is not int:
             return self._checked(self.mul, "mul", a, b)
         values = self.values
-        return self._record2(MUL, values[a] * values[b], a, b)
+        return self._record2(MUL, Mul.forward(values[a], values[b]), a, b)
 
     def div(self, a, b):
         """a / b"""
         if a.__class__ is not int or b.__class__ is not int:
             return self._checked(self.div, "div", a, b)
         values = self.values
-        if values[b] == 0.0:
-            raise ZeroDivisionError(f"tape.div({a}, {b}): slot {b} is 0.0. Rule: the divisor must "
-                                    f"be non-zero. Fix: add a small epsilon or mask the division.")
-        return self._record2(DIV, values[a] / values[b], a, b)
+        return self._record2(DIV, Div.forward(values[a], values[b]), a, b)
 
     def neg(self, a):
         """-a"""
         if a.__class__ is not int:
             return self._checked(self.neg, "neg", a)
-        return self._record1(NEG, -self.values[a], a)
+        return self._record1(NEG, Neg.forward(self.values[a]), a)
 
     def pow(self, a, exponent):
         """a ** exponent, for a constant (float) exponent"""
         exponent = self._exponent(exponent)
         if a.__class__ is not int:
             return self._checked(lambda s: self.pow(s, exponent), "pow", a)
-        try:
-            value = self.values[a] ** exponent
-        except ZeroDivisionError:
-            value = math.inf
-        if isinstance(value, complex):
-            raise ValueError(f"tape.pow({a}, {exponent}): slot {a} is {self.values[a]} and a "
-                             f"negative base has no real non-integer power. Fix: use an integer "
-                             f"exponent or a positive base.")
-        return self._record1(POW, value, a, exponent)
+        return self._record1(POW, Pow.forward(self.values[a], exponent=exponent), a, exponent)
 
     def _exponent(self, exponent) -> float:
         if isinstance(exponent, bool) or not isinstance(exponent, Real):
@@ -225,47 +232,42 @@ class Tape:
         """sin a"""
         if a.__class__ is not int:
             return self._checked(self.sin, "sin", a)
-        return self._record1(SIN, math.sin(self.values[a]), a)
+        return self._record1(SIN, Sin.forward(self.values[a]), a)
 
     def cos(self, a):
         """cos a"""
         if a.__class__ is not int:
             return self._checked(self.cos, "cos", a)
-        return self._record1(COS, math.cos(self.values[a]), a)
+        return self._record1(COS, Cos.forward(self.values[a]), a)
 
     def exp(self, a):
         """e^a"""
         if a.__class__ is not int:
             return self._checked(self.exp, "exp", a)
-        x = self.values[a]
-        return self._record1(EXP, math.exp(x) if x < 709.0 else math.inf, a)
+        return self._record1(EXP, Exp.forward(self.values[a]), a)
 
     def log(self, a):
         """log a (natural)"""
         if a.__class__ is not int:
             return self._checked(self.log, "log", a)
-        x = self.values[a]
-        if not x > 0.0:
-            raise ValueError(f"tape.log({a}): slot {a} is {x}. Rule: log needs a positive input. "
-                             f"Fix: log(x + eps) or clip x first.")
-        return self._record1(LOG, math.log(x), a)
+        return self._record1(LOG, Log.forward(self.values[a]), a)
 
     def tanh(self, a):
         """tanh a"""
         if a.__class__ is not int:
             return self._checked(self.tanh, "tanh", a)
-        return self._record1(TANH, math.tanh(self.values[a]), a)
+        return self._record1(TANH, Tanh.forward(self.values[a]), a)
 
     def relu(self, a):
         """max(a, 0)"""
         if a.__class__ is not int:
             return self._checked(self.relu, "relu", a)
-        x = self.values[a]
-        return self._record1(RELU, x if x > 0.0 else 0.0, a)
+        return self._record1(RELU, Relu.forward(self.values[a]), a)
 
     def apply(self, op: str, *inputs, **attrs):
-        """Record op by looking its rule up in rules.RULES: the plain way to do what the methods
-        above do inline (the benchmark runs both). Slots in, a slot out."""
+        """Record op by looking its rule up in rules.RULES by name, checking every input: the
+        plain way to do what the methods above do (the benchmark runs both). Slots in, a slot
+        out."""
         rule = RULES.get(op)
         if rule is None:
             raise SlotError(f"tape.apply({op!r}): no such op. Ops: {', '.join(OP_NAMES)}.")
@@ -283,15 +285,7 @@ class Tape:
         return Slot(self, out) if any(x.__class__ is Slot for x in inputs) else out
 
     def _forward(self, op: str, rule, slots, attrs):
-        inputs = [self.values[i] for i in slots]
-        try:
-            with np.errstate(divide="raise", invalid="raise"):
-                return float(rule.forward(*inputs, **attrs))
-        except (ZeroDivisionError, FloatingPointError) as err:
-            raise ValueError(f"tape.apply({op!r}) on slots {slots} = {inputs}: {err}. Rule: an op "
-                             f"must be defined at its inputs (log of a positive number, a non-zero "
-                             f"divisor). Fix: keep the inputs in the op's domain (add an epsilon, "
-                             f"clip).") from None
+        return rule.forward(*[self.values[i] for i in slots], **attrs)
 
     # -- checking slots -----------------------------------------------------------------------
     def index(self, x, op: str = "use") -> int:
@@ -309,7 +303,10 @@ class Tape:
             return x.index
         if x.__class__ is int and 0 <= x < len(self.values):
             return x
-        if x.__class__ is int:
+        if isinstance(x, (Integral, np.integer)) and not isinstance(x, bool):
+            x = int(x)          # a numpy integer (np.argmax, an index array) is an index too
+            if 0 <= x < len(self.values):
+                return x
             raise SlotError(f"tape.{op}: slot {x} does not exist; the tape has {len(self.values)} "
                             f"slots (0..{len(self.values) - 1}). Fix: use a slot the tape "
                             f"returned.")
@@ -358,49 +355,29 @@ class Tape:
         """Gradients of out into tape.grads: undo the instructions newest first.
 
         The plain loop is `_walk` below (look the rule up, call it, add its results in); plain=True
-        runs it. The default does the same with the rules written inline and chosen by op code,
-        everything bound to locals: it is the hot loop of training (benchmarks/tape.py measures
-        both, and tests/test_tape.py checks they agree)."""
+        runs it. The default calls the same rules, chosen by op code from the compact rows, with
+        everything bound to locals and no Instr, use count or TapeStep: it is the hot loop of
+        training (benchmarks/tape.py measures both, and tests/test_tape.py checks they agree)."""
         if plain:
             for _ in self._walk(out, retain, snapshot=False):
                 pass
             return
         self._seed(out, retain)
-        values, grads, requires_grad = self.values, self.grads, self.requires_grad
-        sin, cos = math.sin, math.cos
+        values, grads, requires_grad, backward_of = (self.values, self.grads,
+                                                     self.requires_grad, BACKWARD)
         for code, a, b, out in reversed(self._rows):
             g = grads[out]
             if g is None:                    # the output never reached the loss
                 continue
             if code < BINARY:
-                if code == MUL:
-                    da, db = g * values[b], g * values[a]
-                elif code == ADD:
-                    da = db = g
-                elif code == SUB:
-                    da, db = g, -g
-                else:
-                    da, db = g / values[b], -g * values[a] / (values[b] * values[b])
+                da, db = backward_of[code](g, (values[a], values[b]), values[out])
                 if requires_grad[b]:
                     grad = grads[b]
                     grads[b] = db if grad is None else grad + db
-            elif code == RELU:
-                da = g if values[a] > 0.0 else 0.0
-            elif code == TANH:
-                y = values[out]
-                da = g * (1.0 - y * y)
-            elif code == EXP:
-                da = g * values[out]
-            elif code == NEG:
-                da = -g
-            elif code == POW:
-                da = g * b * values[a] ** (b - 1.0)
-            elif code == LOG:
-                da = g / values[a]
-            elif code == SIN:
-                da = g * cos(values[a])
+            elif code == POW:                # the row keeps pow's exponent where b would be
+                da, = backward_of[POW](g, (values[a],), values[out], exponent=b)
             else:
-                da = -g * sin(values[a])
+                da, = backward_of[code](g, (values[a],), values[out])
             if requires_grad[a]:
                 grad = grads[a]
                 grads[a] = da if grad is None else grad + da
@@ -459,8 +436,12 @@ class Tape:
             and (i == instr.output or i not in produced)))
 
     def _accumulate(self, total, grad, slot: int):
-        grad = float(grad)     # the rules return numpy floats; the scalar tape keeps floats
+        grad = float(grad)     # (a rule given floats returns floats; this keeps it so)
         return grad if total is None else total + grad
+
+    def hand_out(self, x):
+        """What slot.value and slot.grad give the caller: a float is immutable, so itself."""
+        return x
 
     def _snapshot(self, grad):
         return grad

@@ -13,26 +13,11 @@ import math
 
 import numpy as np
 
+from .rules import RULES, rule_text
+
 SCHEMA = "minigrad-tape"
 VERSION = 1
 PREVIEW = 4            # values shown per slot: enough to recognise an array, cheap to send
-
-# The backward rule of each op, as the view prints it beside the current instruction
-# (a = first input, b = second input, y = output; p = the exponent).
-RULES = {
-    "add": "ḡa += ḡy;  ḡb += ḡy",
-    "sub": "ḡa += ḡy;  ḡb −= ḡy",
-    "mul": "ḡa += b·ḡy;  ḡb += a·ḡy",
-    "div": "ḡa += ḡy / b;  ḡb −= ḡy·a / b²",
-    "neg": "ḡa −= ḡy",
-    "pow": "ḡa += p·a^(p−1)·ḡy",
-    "sin": "ḡa += cos(a)·ḡy",
-    "cos": "ḡa −= sin(a)·ḡy",
-    "exp": "ḡa += y·ḡy",
-    "log": "ḡa += ḡy / a",
-    "tanh": "ḡa += (1 − y²)·ḡy",
-    "relu": "ḡa += ḡy where a > 0",
-}
 
 
 def numbers(value) -> list:
@@ -93,7 +78,7 @@ def tape_document(tape, out: int, *, title: str | None = None) -> dict:
         },
         "instrs": [{"op": str(i.op), "inputs": [int(s) for s in i.inputs],
                     "output": int(i.output), "attrs": _attrs(i.attrs)} for i in tape.instrs],
-        "rules": {op: RULES[op] for op in ops if op in RULES},
+        "rules": {op: rule_text(op) for op in ops if op in RULES},   # from the docstrings
         "frames": [],
         "done": False,
     }

@@ -1,21 +1,25 @@
 """The tape's ops, one small class each: forward and backward side by side.
 
-These are the plain statement of every rule. `TensorTape` runs them on numpy arrays, `Tape.apply`
-and `Tape.backward_steps` run them on floats, and the scalar `Tape`'s fast methods (core.py) must
-agree with them (tests/test_tape.py checks it). numpy functions work on floats and arrays alike;
-where Python's own operator does the same job it is used when there is no buffer to write into
-(a numpy call on two floats costs far more than the arithmetic).
+These are the only statement of every rule. The scalar `Tape` runs them on floats (its fast
+methods and fast backward loop call them by op code, `Tape.apply` and `backward_steps` look them
+up by name), `TensorTape` runs them on numpy arrays, and the tape view prints the backward half
+of each docstring. The elementary functions come from floats.py, so every road gives numpy's
+IEEE values at the edges (exp(710) = inf, 1 / 0 = inf, log(-1) = nan, ...).
 
 forward(*inputs, out=None, **attrs) -> value    (out: a buffer to write into, or None)
 backward(grad_output, inputs, output, **attrs) -> one gradient per input
+Docstring: "y = <forward>;  backward: <rule>", where ḡy is grad_output (g in the code) and
+ḡa, ḡb are the grads added into the inputs.
 """
 from __future__ import annotations
 
 import numpy as np
 
+from .floats import cos, divide, exp, log, power, relu, sin, tanh
+
 
 class Add:
-    """y = a + b;  da = g, db = g"""
+    """y = a + b;  backward: ḡa += ḡy;  ḡb += ḡy"""
     arity = 2
 
     def forward(a, b, out=None):
@@ -26,7 +30,7 @@ class Add:
 
 
 class Sub:
-    """y = a - b;  da = g, db = -g"""
+    """y = a − b;  backward: ḡa += ḡy;  ḡb −= ḡy"""
     arity = 2
 
     def forward(a, b, out=None):
@@ -37,7 +41,7 @@ class Sub:
 
 
 class Mul:
-    """y = a * b;  da = g * b, db = g * a"""
+    """y = a·b;  backward: ḡa += b·ḡy;  ḡb += a·ḡy"""
     arity = 2
 
     def forward(a, b, out=None):
@@ -49,19 +53,19 @@ class Mul:
 
 
 class Div:
-    """y = a / b;  da = g / b, db = -g * a / b^2"""
+    """y = a / b;  backward: ḡa += ḡy / b;  ḡb −= ḡy·a / b²"""
     arity = 2
 
     def forward(a, b, out=None):
-        return a / b if out is None else np.divide(a, b, out=out)
+        return divide(a, b, out)
 
     def backward(g, inputs, y):
         a, b = inputs
-        return g / b, -g * a / (b * b)
+        return divide(g, b), divide(-g * a, b * b)
 
 
 class Neg:
-    """y = -a;  da = -g"""
+    """y = −a;  backward: ḡa −= ḡy"""
     arity = 1
 
     def forward(a, out=None):
@@ -72,80 +76,87 @@ class Neg:
 
 
 class Pow:
-    """y = a^p for a constant p;  da = g * p * a^(p-1)"""
+    """y = a^p (p a constant);  backward: ḡa += p·a^(p−1)·ḡy  (0 when p = 0)"""
     arity = 1
 
     def forward(a, out=None, *, exponent):
-        return np.power(a, exponent, out=out)
+        return power(a, exponent, out)
 
     def backward(g, inputs, y, *, exponent):
-        return (g * exponent * np.power(inputs[0], exponent - 1),)
+        if exponent == 0.0:     # a^0 = 1 is flat, also at a = 0 where p·a^(p−1) is 0·∞ = nan
+            return (g * 0.0,)
+        return (g * exponent * power(inputs[0], exponent - 1.0),)
 
 
 class Sin:
-    """y = sin a;  da = g * cos a"""
+    """y = sin a;  backward: ḡa += cos(a)·ḡy"""
     arity = 1
 
     def forward(a, out=None):
-        return np.sin(a, out=out)
+        return sin(a, out)
 
     def backward(g, inputs, y):
-        return (g * np.cos(inputs[0]),)
+        return (g * cos(inputs[0]),)
 
 
 class Cos:
-    """y = cos a;  da = -g * sin a"""
+    """y = cos a;  backward: ḡa −= sin(a)·ḡy"""
     arity = 1
 
     def forward(a, out=None):
-        return np.cos(a, out=out)
+        return cos(a, out)
 
     def backward(g, inputs, y):
-        return (-g * np.sin(inputs[0]),)
+        return (-g * sin(inputs[0]),)
 
 
 class Exp:
-    """y = e^a;  da = g * y   (the saved output, so a is not needed)"""
+    """y = e^a;  backward: ḡa += y·ḡy   (the saved output, so a is not needed)"""
     arity = 1
 
     def forward(a, out=None):
-        return np.exp(a, out=out)
+        return exp(a, out)
 
     def backward(g, inputs, y):
         return (g * y,)
 
 
 class Log:
-    """y = log a;  da = g / a"""
+    """y = log a;  backward: ḡa += ḡy / a"""
     arity = 1
 
     def forward(a, out=None):
-        return np.log(a, out=out)
+        return log(a, out)
 
     def backward(g, inputs, y):
-        return (g / inputs[0],)
+        return (divide(g, inputs[0]),)
 
 
 class Tanh:
-    """y = tanh a;  da = g * (1 - y^2)"""
+    """y = tanh a;  backward: ḡa += (1 − y²)·ḡy"""
     arity = 1
 
     def forward(a, out=None):
-        return np.tanh(a, out=out)
+        return tanh(a, out)
 
     def backward(g, inputs, y):
         return (g * (1.0 - y * y),)
 
 
 class Relu:
-    """y = max(a, 0);  da = g where a > 0, else 0"""
+    """y = max(a, 0);  backward: ḡa += ḡy where a > 0"""
     arity = 1
 
     def forward(a, out=None):
-        return np.maximum(a, 0.0, out=out)
+        return relu(a, out)
 
     def backward(g, inputs, y):
-        return (g * (inputs[0] > 0),)
+        return (g * (inputs[0] > 0.0),)
+
+
+def rule_text(op: str) -> str:
+    """The backward rule of op as the view prints it: its docstring after "backward:"."""
+    return RULES[op].__doc__.split("backward:", 1)[1].strip()
 
 
 # The op names in op-code order: the scalar tape stores an instruction's op as its index here.

@@ -8,6 +8,12 @@ from __future__ import annotations
 
 from numbers import Real
 
+# numpy's ufuncs for the operators a Slot has: (the method when the slot is on the left, on the
+# right). `np.ones(3) * slot` reaches Slot.__array_ufunc__ as np.multiply(array, slot).
+OPERATORS = {"add": ("__add__", "__radd__"), "subtract": ("__sub__", "__rsub__"),
+             "multiply": ("__mul__", "__rmul__"), "divide": ("__truediv__", "__rtruediv__"),
+             "power": ("__pow__", "__rpow__"), "negative": ("__neg__", None)}
+
 
 class Slot:
     """Slot `index` of `tape`, made in tape generation `generation`."""
@@ -23,7 +29,8 @@ class Slot:
     # -- the slot's row of the table ----------------------------------------------------------
     @property
     def value(self):
-        return self.tape.values[self.tape.index(self, "value")]
+        """The slot's value (on a TensorTape, a read-only copy: the table's buffer is reused)."""
+        return self.tape.hand_out(self.tape.values[self.tape.index(self, "value")])
 
     @value.setter
     def value(self, new):
@@ -31,7 +38,8 @@ class Slot:
 
     @property
     def grad(self):
-        return self.tape.grads[self.tape.index(self, "grad")]
+        """The slot's grad, or None (on a TensorTape, a read-only copy, as value)."""
+        return self.tape.hand_out(self.tape.grads[self.tape.index(self, "grad")])
 
     @property
     def requires_grad(self) -> bool:
@@ -87,6 +95,7 @@ class Slot:
         raise SlotError(f"{base!r} ** slot {self.index}: pow takes a constant exponent only. Fix: "
                         f"write tape.exp(slot * math.log({base!r})).")
 
+    # -- the ops that are methods, not operators ---------------------------------------------
     def sin(self):
         return self.tape.sin(self)
 
@@ -104,6 +113,23 @@ class Slot:
 
     def relu(self):
         return self.tape.relu(self)
+
+    # -- numpy: its operators are ours, its other functions are refused ---------------------
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        """numpy meets a slot. Without this numpy treats the slot as an element: np.ones(3) *
+        slot would be an object array of 3 slots, 3 ops recorded. So an operator goes to the
+        slot's own (the array becomes one const slot, as a number does) and the rest is refused."""
+        names = OPERATORS.get(ufunc.__name__) if method == "__call__" and not kwargs else None
+        if names is None:
+            from .core import SlotError
+            raise SlotError(f"np.{ufunc.__name__}{'' if method == '__call__' else '.' + method}"
+                            f" on slot {self.index}: numpy functions do not record on the tape. "
+                            f"Fix: use an operator (+ - * / **) or the slot's own op: "
+                            f"slot.sin() .cos() .exp() .log() .tanh() .relu().")
+        if len(inputs) == 1:
+            return getattr(self, names[0])()
+        left, right = inputs
+        return getattr(self, names[0])(right) if left is self else getattr(self, names[1])(left)
 
     # -- in place: refused (SSA) --------------------------------------------------------------
     def __iadd__(self, other):

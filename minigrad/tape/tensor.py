@@ -9,15 +9,23 @@ value until the end, which is what `peak_bytes` in the tests and benchmarks/tape
 Gradients live in the pool too: a slot's grad buffer is taken when backward first writes it,
 and a temp's grad goes back once its instruction has been undone (nothing reads it after that),
 so `tape.grads` of temps is None after a backward without retain; vars keep theirs.
+
+Because buffers are reused, what the tape hands out is protected two ways (SSA: nothing backward
+reads may change): the table's buffers are read-only once written (only the tape's own
+accumulation reopens a grad buffer), and `slot.value` / `slot.grad` are read-only copies, which
+stay as they were after zero_grad, backward or reset. `tape.values` and `tape.grads` are the live
+table: read them now, copy what you keep.
 """
 from __future__ import annotations
 
 import numpy as np
 
+from numbers import Real
+
 from ..arena import Pool
 from ..errors import DtypeError, ShapeError
 from ..kernels import sum_to_shape
-from .core import SlotError, Tape
+from .core import SlotError, Tape, float64_of
 
 
 class TensorTape(Tape):
@@ -30,14 +38,17 @@ class TensorTape(Tape):
         self._grad_blocks: dict = {}  # slot -> the pool block of its grad
 
     def _leaf(self, x, requires_grad: bool, kind: str, name) -> int:
-        try:
-            array = np.asarray(x, dtype=np.float64)
-        except (TypeError, ValueError):
-            raise DtypeError(f"tape.{kind}({x!r}): a TensorTape slot holds a float64 array; "
-                             f"{type(x).__name__} does not convert. Fix: pass numbers or an "
-                             f"array of numbers.") from None
+        if isinstance(x, Real) and not isinstance(x, bool):
+            x = float64_of(x, kind)          # one number: the scalar tape's own check
+        array = np.asarray(x)
+        if array.dtype.kind not in "iuf":    # np.asarray(x, float64) would parse "1.5"
+            raise DtypeError(f"tape.{kind}({x!r:.60}): a TensorTape slot holds a float64 array "
+                             f"of real numbers; this is {type(x).__name__} of dtype "
+                             f"{array.dtype} (strings, bools, complex and objects are refused). "
+                             f"Fix: pass numbers or an array of numbers, e.g. np.array([1.5]).")
         buffer = self._alloc(array.shape, kind, name)
         buffer[...] = array
+        buffer.flags.writeable = False
         return self._push(buffer, requires_grad, kind, name)
 
     def _alloc(self, shape, kind: str, name) -> np.ndarray:
@@ -97,9 +108,14 @@ class TensorTape(Tape):
             raise ShapeError(f"tape.{op}: shapes {' and '.join(str(x.shape) for x in xs)} do not "
                              f"broadcast (slots {slots}). Fix: reshape one input.") from None
         out = self._alloc(shape, "temp", None)
-        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        with np.errstate(all="ignore"):      # IEEE values (inf, nan), as the scalar Tape
             rule.forward(*xs, out=out, **attrs)
+        out.flags.writeable = False
         return out
+
+    def _undo(self, instr, snapshot: bool) -> tuple:
+        with np.errstate(all="ignore"):
+            return super()._undo(instr, snapshot)
 
     def _one(self, out):
         """The seed: d out / d out, all ones; for a slot with many elements, backward(out)
@@ -118,8 +134,18 @@ class TensorTape(Tape):
             self._grad_blocks[slot] = block
             total[...] = grad
         else:
+            total.flags.writeable = True     # only the tape writes into the table
             np.add(total, grad, out=total)
+        total.flags.writeable = False
         return total
+
+    def hand_out(self, x):
+        """slot.value and slot.grad: a read-only copy, as the pool reuses the buffer itself."""
+        if x is None:
+            return None
+        copy = x.copy()
+        copy.flags.writeable = False
+        return copy
 
     def _snapshot(self, grad):
         return grad.copy()     # the buffer is added to later, or reused once freed
