@@ -18,6 +18,7 @@ import numpy as np
 
 from .. import kernels
 from ..errors import MinigradError
+from ..ops.loss import check_mse_shapes
 from ..variable import Variable
 from . import placement
 from .capture import named_params
@@ -308,6 +309,7 @@ def _cross_entropy_backward(grad_output, logits, targets, **attrs):
 
 
 def _mse(pred, target, **attrs):
+    check_mse_shapes(pred, target)
     return _call(kernels.mse, pred, target, np.empty((), np.result_type(pred, target)))
 
 
