@@ -236,6 +236,12 @@ def test_rmsnorm_of_a_vector_normalises_its_one_row():
     np.testing.assert_allclose(y, x / np.sqrt(np.mean(x * x) + 1e-6) * w, rtol=1e-12)
     assert gradcheck(lambda a, b: mg.rmsnorm(a, b), x, w)
     assert gradcheck(lambda a, b, c: mg.fused_residual_rmsnorm(a, b, c)[1], x, r, w)
+    weights = normal(5)
+    for fn, arrays in ((lambda a, b: (mg.rmsnorm(a, b) * weights).sum(), [x, w]),
+                       (lambda a, b, c: (mg.fused_residual_rmsnorm(a, b, c)[1] * weights).sum(),
+                        [x, r, w])):
+        for got, want in zip(aot_grads(fn, arrays)[1], central_differences(fn, arrays)):
+            np.testing.assert_allclose(got, want, atol=1e-6)
 
 
 def test_moe_layer_on_an_empty_batch_gives_empty_rows_and_zero_gradients():

@@ -91,7 +91,7 @@ class Neg(Function):
 
 @register("pow")
 class Pow(Function):
-    """z = a ** p for a constant p; dz/da = p * a^(p-1) (0 for p = 0, also at a = 0)."""
+    """z = a ** p for a constant p; dz/da = p * a^(p-1)."""
     grad_text = ("grad_output * p * a^(p-1)",)
 
     @staticmethod

@@ -39,7 +39,8 @@ class Transpose(Function):
 
     @staticmethod
     def forward(ctx, a, axes=None):
-        ctx.axes = kernels.permutation(axes, a.ndim)   # kept with negative axes resolved
+        # kept with negative axes resolved (None, the reversal, stays None: traces show it so)
+        ctx.axes = None if axes is None else kernels.permutation(axes, a.ndim)
         return a.transpose(ctx.axes)
 
     @staticmethod
