@@ -133,9 +133,10 @@ def _check_exponent(a: np.ndarray, exponent):
     if isinstance(exponent, np.generic):
         exponent = exponent.item()
     if a.dtype.kind in "iub" and isinstance(exponent, int) and exponent < 0:
-        raise DtypeError(f"pow: an integer array of dtype {a.dtype} (shape {a.shape}) ** {exponent}. "
-                         f"Rule: integers have no negative integer powers (1/x is not an integer). "
-                         f"Fix: x.astype(np.float64) ** {exponent}, or x ** {float(exponent)}.")
+        raise DtypeError(f"pow: an integer array of dtype {a.dtype} (shape {a.shape}) ** "
+                         f"{exponent}. Rule: integers have no negative integer powers (1/x is "
+                         f"not an integer). Fix: x.astype(np.float64) ** {exponent}, or "
+                         f"x ** {float(exponent)}.")
     return exponent
 
 

@@ -126,9 +126,11 @@ class MoeUnpermute(Function):
         need_rows, need_weights = ctx.needs_input_grad[:2]
         d_rows = kernels.moe_unpermute_backward_expert_out(
             grad_output, routing_weights, scatter_indices) if need_rows else None
-        d_weights = kernels.moe_unpermute_backward_weights(   # out= tells K, also with no tokens
-            grad_output, expert_out, scatter_indices, np.empty(
-                routing_weights.shape, np.result_type(grad_output, expert_out))) if need_weights else None
+        d_weights = None
+        if need_weights:   # out= tells K, also with no tokens
+            d_weights = kernels.moe_unpermute_backward_weights(
+                grad_output, expert_out, scatter_indices,
+                np.empty(routing_weights.shape, np.result_type(grad_output, expert_out)))
         return d_rows, d_weights, None
 
 
