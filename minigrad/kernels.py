@@ -49,8 +49,31 @@ def result_dtype(like: tuple) -> np.dtype:
     return np.result_type(*like)
 
 
+def permutation(axes, ndim: int) -> tuple:
+    """transpose's axes as a permutation of range(ndim): None reverses the axes, and a negative
+    axis counts from the end (-1 is ndim - 1). Both the eager op and the aot rule invert this
+    normal form: inverting (1, 0, -1) as written would put -1 first and permute the wrong axes."""
+    if axes is None:
+        return tuple(range(ndim - 1, -1, -1))
+    normal = tuple(int(a) + ndim if int(a) < 0 else int(a) for a in axes)
+    if sorted(normal) != list(range(ndim)):
+        raise ValueError(f"axes {tuple(axes)} are not a permutation of the {ndim} axes")
+    return normal
+
+
+def inverse_permutation(axes, ndim: int) -> tuple:
+    """The axes that undo transpose(axes): dx = dy.transpose(inverse_permutation(axes, x.ndim))."""
+    return tuple(int(i) for i in np.argsort(permutation(axes, ndim)))
+
+
+def floating(x: np.ndarray) -> np.ndarray:
+    """x itself when it holds floats, else x as float64 (numpy's rule for exp of integers)."""
+    return x if x.dtype.kind == "f" else x.astype(np.float64)
+
+
 def softmax(x: np.ndarray, axis: int, out=None) -> np.ndarray:
     """exp(x - max) / sum(exp(x - max)): subtracting the max keeps exp from overflowing."""
+    x = floating(x)
     y = np.subtract(x, x.max(axis=axis, keepdims=True), out=out)
     np.exp(y, out=y)
     y /= y.sum(axis=axis, keepdims=True)
@@ -59,6 +82,7 @@ def softmax(x: np.ndarray, axis: int, out=None) -> np.ndarray:
 
 def log_softmax(x: np.ndarray, axis: int, out=None) -> np.ndarray:
     """x - logsumexp(x), computed stably."""
+    x = floating(x)
     y = np.subtract(x, x.max(axis=axis, keepdims=True), out=out)
     y -= np.log(np.exp(y).sum(axis=axis, keepdims=True))
     return y
@@ -125,10 +149,7 @@ def matmul_backward(a: np.ndarray, b: np.ndarray, grad_output: np.ndarray, need_
         return grad_a, grad_b
     a2 = a[None, :] if a.ndim == 1 else a            # (n,) acts as a row (1, n)
     b2 = b[:, None] if b.ndim == 1 else b            # (n,) acts as a column (n, 1)
-    if a.ndim == 1:
-        g = np.expand_dims(g, -2)
-    if b.ndim == 1:
-        g = np.expand_dims(g, -1)
+    g = np.reshape(g, matmul_shape(a2, b2))          # put back the axes 1-D promotion dropped
     grad_a = grad_b = None
     if need_a:
         grad_a = g @ np.swapaxes(b2, -1, -2)
@@ -248,7 +269,13 @@ def cross_entropy_backward(logits: np.ndarray, targets: np.ndarray, grad_output:
 
 
 def pow_backward(x: np.ndarray, exponent, grad_output: np.ndarray, out=None) -> np.ndarray:
-    """d x^p: g * p * x^(p-1)."""
+    """d x^p: g * p * x^(p-1); for p = 0 that is 0 everywhere (x^0 = 1 is constant), also at
+    x = 0, where the formula would give 0 * 0^-1 = nan."""
+    if exponent == 0:
+        grad = out if out is not None else np.empty(
+            np.broadcast_shapes(x.shape, grad_output.shape), np.result_type(x, grad_output))
+        grad.fill(0)
+        return grad
     grad = np.power(x, exponent - 1, out=out)
     grad *= exponent
     grad *= grad_output
@@ -320,6 +347,14 @@ def moe_permute(indices: np.ndarray, num_experts: int, out_scatter=None, out_off
     return scatter_indices, expert_offsets
 
 
+def per_token(rows: np.ndarray, n_tokens: int, k: int | None = None) -> np.ndarray:
+    """The N*K permuted rows (N*K, D) as (N, K, D), token n's K copies together. (Sizes spelled
+    out: with no tokens, reshape cannot infer K or D from a -1.)"""
+    if k is None:
+        k = rows.shape[0] // n_tokens if n_tokens else 0
+    return rows.reshape(n_tokens, k, rows.shape[1])
+
+
 def moe_permute_rows(x: np.ndarray, scatter_indices: np.ndarray, out=None) -> np.ndarray:
     """x_perm[scatter_indices[n*K + j]] = x[n]: each token copied K times, grouped by expert."""
     k = scatter_indices.size // max(x.shape[0], 1)
@@ -332,7 +367,7 @@ def moe_permute_backward(grad_x_perm: np.ndarray, scatter_indices: np.ndarray, n
                          out=None) -> np.ndarray:
     """d_x[n] = sum_j d_x_perm[scatter_indices[n*K + j]]: the inverse permutation, copies summed."""
     d = grad_x_perm.shape[1]
-    copies = grad_x_perm[scatter_indices].reshape(n_tokens, -1, d)
+    copies = per_token(grad_x_perm[scatter_indices], n_tokens)
     return np.add.reduce(copies, axis=1, out=out)
 
 
@@ -340,7 +375,7 @@ def moe_unpermute(expert_out: np.ndarray, routing_weights: np.ndarray,
                   scatter_indices: np.ndarray, out=None) -> np.ndarray:
     """out[n] = sum_j routing_weights[n, j] * expert_out[scatter_indices[n*K + j]]."""
     n, k = routing_weights.shape
-    rows = expert_out[scatter_indices].reshape(n, k, -1)
+    rows = per_token(expert_out[scatter_indices], n, k)
     return np.einsum("nk,nkd->nd", routing_weights, rows, out=out)
 
 
@@ -351,15 +386,16 @@ def moe_unpermute_backward_expert_out(grad_output: np.ndarray, routing_weights: 
     grad = np.empty((n * k, grad_output.shape[1]), np.result_type(grad_output, routing_weights)) \
         if out is None else out
     spread = routing_weights[:, :, None] * grad_output[:, None, :]   # (N, K, D): slot j of token n
-    grad[scatter_indices] = spread.reshape(n * k, -1)
+    grad[scatter_indices] = spread.reshape(n * k, grad_output.shape[1])
     return grad
 
 
 def moe_unpermute_backward_weights(grad_output: np.ndarray, expert_out: np.ndarray,
                                    scatter_indices: np.ndarray, out=None) -> np.ndarray:
-    """d_routing_weights[n, j] = <d_out[n], expert_out[scatter_indices[n*K + j]]>."""
+    """d_routing_weights[n, j] = <d_out[n], expert_out[scatter_indices[n*K + j]]> (with no
+    tokens, K is read from out: pass it)."""
     n = grad_output.shape[0]
-    rows = expert_out[scatter_indices].reshape(n, -1, expert_out.shape[1])
+    rows = per_token(expert_out[scatter_indices], n, None if out is None else out.shape[-1])
     return np.einsum("nkd,nd->nk", rows, grad_output, out=out)
 
 
@@ -400,15 +436,32 @@ def moe_grouped_gemm_backward_weight(grad_output: np.ndarray, x: np.ndarray,
 # out buffers (None: allocate) so a plan can write into its own memory.
 
 def rmsnorm(x: np.ndarray, weight: np.ndarray, eps: float, out=None, rstd=None) -> tuple:
-    """y = x * rstd * weight, rstd = 1 / sqrt(mean(x^2, last axis) + eps) (rstd has x.shape[:-1])."""
-    ms = np.einsum("...d,...d->...", x, x, out=rstd)   # sum of squares, without an x^2 temporary
-    ms /= x.shape[-1]
-    ms += eps
-    np.sqrt(ms, out=ms)
-    rstd = np.divide(1.0, ms, out=ms)
+    """y = x * rstd * weight, rstd = 1 / sqrt(mean(x^2, last axis) + eps) (rstd has x.shape[:-1]
+    and x's dtype; y has numpy's promotion of x and weight, on the heap as on an arena)."""
+    rstd = rms_reciprocal(x, eps, rstd)
+    if out is None:
+        out = np.empty(x.shape, np.result_type(x, weight))
     y = np.multiply(x, rstd[..., None], out=out)
     y *= weight
     return y, rstd
+
+
+def rms_reciprocal(x: np.ndarray, eps: float, out=None) -> np.ndarray:
+    """1 / sqrt(mean(x^2, last axis) + eps), summed in float32 at least: in float16 x^2 overflows
+    once |x| > 256, and the row would get rstd = 1/inf = 0 (y = 0 instead of +-1)."""
+    wide = x if x.dtype.itemsize >= 4 else x.astype(np.float32)
+    ms = as_array(np.einsum("...d,...d->...", wide, wide,   # sum of squares, no x^2 temporary
+                            out=out if wide is x else None))
+    ms /= x.shape[-1]
+    ms += eps
+    np.sqrt(ms, out=ms)
+    np.divide(1.0, ms, out=ms)
+    if ms.dtype == x.dtype:
+        return ms
+    if out is None:
+        return ms.astype(x.dtype)
+    np.copyto(out, ms)
+    return out
 
 
 def rmsnorm_backward(x: np.ndarray, weight: np.ndarray, rstd: np.ndarray, grad_output: np.ndarray,
@@ -538,6 +591,8 @@ def _blocks(t: int, causal: bool) -> list:
     """Query rows in blocks (start, stop, keys): with a causal mask, rows start..stop-1 see keys
     0..stop-1 only, so blocks skip most of the masked upper triangle (4 blocks compute 10/16 of
     the T x T scores). Short sequences, or no mask: one block, every key."""
+    if t == 0:
+        return []                  # no query rows: nothing to compute (out and lse are empty)
     if not causal or t < 64:
         return [(0, t, t)]
     edges = [t * i // 4 for i in range(5)]

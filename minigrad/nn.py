@@ -17,6 +17,7 @@ import threading
 import numpy as np
 
 from . import ops
+from .errors import DtypeError, ShapeError
 from .modes import name_scope
 from .variable import Variable, create_leaf
 
@@ -153,10 +154,10 @@ class Linear(Module):
                  dtype=np.float32, arena=None, name: str | None = None):
         for label, value in (("in_features", in_features), ("out_features", out_features)):
             if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-                raise ValueError(f"Linear({in_features!r}, {out_features!r}): {label} must be a "
+                raise ShapeError(f"Linear({in_features!r}, {out_features!r}): {label} must be a "
                                  f"positive integer (a number of features), got {value!r}.")
         if np.dtype(dtype).kind != "f":
-            raise TypeError(f"Linear(dtype={np.dtype(dtype)}): parameters need a float dtype to "
+            raise DtypeError(f"Linear(dtype={np.dtype(dtype)}): parameters need a float dtype to "
                             f"have gradients. Fix: dtype=np.float32 or np.float64.")
         self.in_features, self.out_features = int(in_features), int(out_features)
         self.name = name   # None: its scope is where the calling module keeps it
@@ -191,7 +192,7 @@ class Sequential(Module):
     def __init__(self, *modules):
         for i, m in enumerate(modules):
             if not callable(m):
-                raise TypeError(f"Sequential: argument {i} is a {type(m).__name__}, which cannot "
+                raise DtypeError(f"Sequential: argument {i} is a {type(m).__name__}, which cannot "
                                 f"be called on an input. Pass modules (or functions of one "
                                 f"argument), e.g. Sequential(Linear(2, 8), ReLU(), Linear(8, 1)).")
         self.layers = list(modules)
@@ -248,11 +249,11 @@ class MLP(Sequential):
     def __init__(self, sizes, activation: str = "relu", *, seed=0, dtype=np.float32, arena=None):
         sizes = list(sizes)
         if len(sizes) < 2:
-            raise ValueError(f"MLP(sizes={sizes!r}): sizes lists the width of every layer, input "
+            raise ShapeError(f"MLP(sizes={sizes!r}): sizes lists the width of every layer, input "
                              f"first and output last, so it needs at least two numbers. Fix: "
                              f"e.g. MLP([64, 32, 10]).")
         if activation not in ACTIVATIONS:
-            raise ValueError(f"MLP(activation={activation!r}): the activation must be one of "
+            raise ShapeError(f"MLP(activation={activation!r}): the activation must be one of "
                              f"{sorted(ACTIVATIONS)}. Fix: e.g. activation='relu'.")
         self.sizes, self.activation = sizes, activation
         rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)

@@ -25,6 +25,7 @@ import math
 import numpy as np
 
 from . import ops
+from .errors import DtypeError, MinigradError, ShapeError
 from .modes import no_grad
 from .nn import Linear, Module, _parameter
 from .variable import Variable, create_leaf
@@ -33,9 +34,13 @@ __all__ = ["Embedding", "RMSNorm", "Attention", "SwiGLU", "MoE", "TransformerBlo
            "TinyTransformer", "name_parameters"]
 
 
+class TokenIdError(MinigradError, IndexError):
+    """Token ids outside the embedding table."""
+
+
 def _check_int(where: str, label: str, value, minimum: int = 1) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
-        raise ValueError(f"{where}: {label} must be an integer >= {minimum}, got {value!r}. "
+        raise ShapeError(f"{where}: {label} must be an integer >= {minimum}, got {value!r}. "
                          f"Fix: e.g. {label}={max(minimum, 4)}.")
     return int(value)
 
@@ -48,7 +53,7 @@ def _rows(where: str, x, dim: int):
     """x as (rows, dim): the layout every block reads."""
     shape = tuple(x.shape)
     if len(shape) != 2 or shape[1] != dim:
-        raise ValueError(f"{where}: input of shape {shape}, but the blocks read the residual "
+        raise ShapeError(f"{where}: input of shape {shape}, but the blocks read the residual "
                          f"stream as rows of shape (B*T, {dim}). Fix: reshape (B, T, {dim}) "
                          f"activations with x.reshape(B * T, {dim}) first.")
     return x
@@ -66,11 +71,11 @@ class Embedding(Module):
     def forward(self, ids):
         data = ids.data if isinstance(ids, Variable) else np.asarray(ids)
         if data.dtype.kind not in "iu":
-            raise TypeError(f"Embedding: ids of dtype {data.dtype} and shape {data.shape}; ids "
+            raise DtypeError(f"Embedding: ids of dtype {data.dtype} and shape {data.shape}; ids "
                             f"index the rows of the ({self.vocab}, {self.dim}) table, so they "
                             f"must be integers. Fix: ids.astype(np.int64).")
         if data.size and (data.min() < 0 or data.max() >= self.vocab):
-            raise IndexError(f"Embedding: ids of shape {data.shape} hold values in "
+            raise TokenIdError(f"Embedding: ids of shape {data.shape} hold values in "
                              f"[{data.min()}, {data.max()}], but the table has {self.vocab} rows "
                              f"(ids 0..{self.vocab - 1}). Fix: a larger vocab, or map the ids.")
         return ops.embedding(ids, self.weight)
@@ -86,20 +91,20 @@ class RMSNorm(Module):
     def __init__(self, dim: int, eps: float = 1e-6, *, dtype=np.float32, arena=None):
         self.dim = _check_int("RMSNorm(dim)", "dim", dim)
         if not eps > 0:
-            raise ValueError(f"RMSNorm(eps={eps!r}): eps must be positive; it keeps 1/sqrt(.) "
+            raise ShapeError(f"RMSNorm(eps={eps!r}): eps must be positive; it keeps 1/sqrt(.) "
                              f"finite on a row of zeros. Fix: eps=1e-6.")
         self.eps = float(eps)
         self.weight = _parameter(np.ones(self.dim, dtype), "rmsnorm.weight", arena)
 
     def forward(self, x, residual=None):
         if tuple(x.shape)[-1:] != (self.dim,):
-            raise ValueError(f"RMSNorm({self.dim}): input of shape {tuple(x.shape)}; the norm "
+            raise ShapeError(f"RMSNorm({self.dim}): input of shape {tuple(x.shape)}; the norm "
                              f"runs over the last axis, which must have size {self.dim}. Fix: "
                              f"RMSNorm({tuple(x.shape)[-1] if x.shape else 1}) or the right input.")
         if residual is None:
             return ops.rmsnorm(x, self.weight, eps=self.eps)
         if tuple(residual.shape) != tuple(x.shape):
-            raise ValueError(f"RMSNorm({self.dim}): residual of shape {tuple(residual.shape)} "
+            raise ShapeError(f"RMSNorm({self.dim}): residual of shape {tuple(residual.shape)} "
                              f"and x of shape {tuple(x.shape)}; residual + x needs equal shapes. "
                              f"Fix: pass the residual stream the block read.")
         return ops.fused_residual_rmsnorm(x, residual, self.weight, eps=self.eps)
@@ -116,7 +121,7 @@ class Attention(Module):
         self.dim = _check_int("Attention(dim, n_heads)", "dim", dim)
         self.n_heads = _check_int("Attention(dim, n_heads)", "n_heads", n_heads)
         if dim % n_heads or (dim // n_heads) % 2:
-            raise ValueError(f"Attention(dim={dim}, n_heads={n_heads}): each head gets dim / "
+            raise ShapeError(f"Attention(dim={dim}, n_heads={n_heads}): each head gets dim / "
                              f"n_heads features, and rope rotates them in pairs, so dim / n_heads "
                              f"must be an even integer. Fix: e.g. dim=32, n_heads=4 (8 per head).")
         self.head_dim = dim // n_heads
@@ -128,9 +133,10 @@ class Attention(Module):
 
     def forward(self, x, seq_len: int, position_ids=None):
         x = _rows("Attention", x, self.dim)
+        seq_len = _check_int("Attention(x, seq_len)", "seq_len", seq_len)   # rows / 0 is no batch
         rows = x.shape[0]
         if rows % seq_len:
-            raise ValueError(f"Attention: {rows} rows of the residual stream cannot be split into "
+            raise ShapeError(f"Attention: {rows} rows of the residual stream cannot be split into "
                              f"sequences of seq_len={seq_len}. Fix: rows = batch * seq_len.")
         shape = (rows // seq_len, seq_len, self.n_heads, self.head_dim)
         if position_ids is None:
@@ -174,7 +180,7 @@ class MoE(Module):
         self.n_experts = _check_int(where, "n_experts", n_experts)
         self.k = _check_int(where, "k", k)
         if self.k > self.n_experts:
-            raise ValueError(f"{where}: k={k} experts per row out of n_experts={n_experts}; a row "
+            raise ShapeError(f"{where}: k={k} experts per row out of n_experts={n_experts}; a row "
                              f"cannot use more experts than exist. Fix: k <= n_experts.")
         rng = _rng(seed)
         self.router = Linear(dim, n_experts, bias=False, seed=rng, dtype=dtype, arena=arena)
@@ -249,9 +255,14 @@ class TinyTransformer(Module):
         """The last norm's output, rows (B*T, dim), for ids (B, T)."""
         shape = tuple(ids.shape)
         if len(shape) != 2:
-            raise ValueError(f"TinyTransformer: ids of shape {shape}; the model reads a batch of "
+            raise ShapeError(f"TinyTransformer: ids of shape {shape}; the model reads a batch of "
                              f"sequences, shape (B, T). Fix: ids[None] for one sequence.")
         batch, seq_len = shape
+        if seq_len == 0:
+            raise ShapeError(f"TinyTransformer: ids of shape {shape} hold sequences of length 0. "
+                             f"Rule: each sequence has at least one position (the loss is a mean "
+                             f"over positions, and attention splits rows into sequences). Fix: "
+                             f"skip empty batches, or pass ids of shape (B, T) with T >= 1.")
         position_ids = create_leaf(np.arange(seq_len), name="position_ids")
         x = self.embed(ids).reshape(batch * seq_len, self.dim)
         residual = None
@@ -262,7 +273,7 @@ class TinyTransformer(Module):
     def forward(self, ids, targets):
         rows = int(np.prod(tuple(ids.shape)))
         if tuple(targets.shape) != (rows,):
-            raise ValueError(f"TinyTransformer: ids of shape {tuple(ids.shape)} and targets of "
+            raise ShapeError(f"TinyTransformer: ids of shape {tuple(ids.shape)} and targets of "
                              f"shape {tuple(targets.shape)}; the loss reads one target per "
                              f"position, flattened row after row, shape ({rows},). Fix: "
                              f"targets.reshape(-1) before the call (outside the model, so that "

@@ -182,7 +182,7 @@ class Variable:
 
     def __rpow__(self, base):
         # base ** x = exp(x * log(base)) for a constant base > 0
-        return OPS["exp"].apply(OPS["mul"].apply(self, math.log(base)))
+        return OPS["exp"].apply(OPS["mul"].apply(self, math.log(OPS["pow"].check_base(base, self))))
 
     def __neg__(self):
         return OPS["neg"].apply(self)
@@ -229,12 +229,10 @@ class Variable:
         return OPS["max"].apply(self, axis=axis, keepdims=keepdims)
 
     def reshape(self, *shape):
-        shape = shape[0] if len(shape) == 1 and not isinstance(shape[0], int) else shape
-        return OPS["reshape"].apply(self, shape=tuple(shape))
+        return OPS["reshape"].apply(self, shape=OPS["reshape"].sizes(shape))
 
     def transpose(self, *axes):
-        axes = axes[0] if len(axes) == 1 and not isinstance(axes[0], int) else axes
-        return OPS["transpose"].apply(self, axes=tuple(axes) if axes else None)
+        return OPS["transpose"].apply(self, axes=OPS["transpose"].sizes(axes))
 
     @property
     def T(self):

@@ -136,14 +136,17 @@ def _leaves(*arrays):
 
 def test_saves_match_design_d():
     x, w = _leaves(normal(B, T, D), normal(D))
-    node = mg.rmsnorm(x, w).grad_fn                                           # x, rstd
-    assert len(node.saved_tensors) == 2 and node.saved_tensors[0] is x.data
+    # x, rstd (design D) + the weight: eager saves a reference to it so the saved-array guard
+    # covers it (a change between forward and backward must raise, not give a wrong dx)
+    node = mg.rmsnorm(x, w).grad_fn
+    assert len(node.saved_tensors) == 3 and node.saved_tensors[0] is x.data
+    assert node.saved_tensors[2] is w.data
     np.testing.assert_allclose(node.saved_tensors[1], ref_rmsnorm(x.data, w.data)[1], rtol=1e-12)
 
     xa, res = _leaves(normal(B, T, D), normal(B, T, D))
     r, y = mg.fused_residual_rmsnorm(xa, res, w)                              # residual_out, rstd
-    saved = y.grad_fn.saved_tensors
-    assert len(saved) == 2 and np.shares_memory(saved[0], r.data)
+    saved = y.grad_fn.saved_tensors                                           # + the weight
+    assert len(saved) == 3 and np.shares_memory(saved[0], r.data) and saved[2] is w.data
     np.testing.assert_allclose(saved[1], ref_rmsnorm(xa.data + res.data, w.data)[1], rtol=1e-12)
     assert r.grad_fn.saved_tensors == ()                                      # the add saves nothing
 

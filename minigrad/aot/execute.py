@@ -18,6 +18,7 @@ import numpy as np
 
 from .. import kernels
 from ..errors import MinigradError
+from ..ops.loss import check_mse_shapes
 from ..variable import Variable
 from . import placement
 from .capture import named_params
@@ -225,7 +226,11 @@ def _matmul(a, b, transpose="NN", **attrs):
 
 
 def _matmul_bias(a, b, bias, transpose="NN", **attrs):
-    out, calls = _matmul(a, b, transpose)
+    a = a.T if transpose[0] == "T" else a
+    b = b.T if transpose[1] == "T" else b
+    # the dtype of a @ b + bias (as eager linear): a float64 bias after float32 a @ b is float64
+    out, calls = _call(np.matmul, a, b, np.empty(kernels.matmul_shape(a, b),
+                                                 np.result_type(a, b, bias)))
     out += bias
     return out, calls + [(np.add, (out, bias, out))]
 
@@ -308,6 +313,7 @@ def _cross_entropy_backward(grad_output, logits, targets, **attrs):
 
 
 def _mse(pred, target, **attrs):
+    check_mse_shapes(pred, target)
     return _call(kernels.mse, pred, target, np.empty((), np.result_type(pred, target)))
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import kernels
 from ..errors import MinigradError
 from .ir import SAVED_PREFIX, Graph, Operation
 
@@ -313,9 +314,10 @@ def view_backward(ctx):
 
 @rule("transpose")
 def transpose_backward(ctx):
-    """y = x with axes permuted: dx = dy permuted back; saves nothing."""
+    """y = x with axes permuted: dx = dy permuted back (negative axes resolved first, as the
+    eager op does); saves nothing."""
     axes = ctx.fwd_op.attrs.get("axes")
-    back = None if axes is None else tuple(int(i) for i in np.argsort(axes))
+    back = kernels.inverse_permutation(axes, len(ctx.shape(ctx.fwd_op.inputs[0])))
     return [ctx.op("transpose", [ctx.d_output], [ctx.d_inputs[0]], axes=back)]
 
 

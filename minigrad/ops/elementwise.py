@@ -4,8 +4,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import DtypeError
+from .. import kernels
+from ..errors import DtypeError, MinigradError
 from ..function import Function, register
+
+
+class DomainError(MinigradError, ValueError):
+    """An op met a value outside its domain (a constant base <= 0 of base ** x)."""
 
 
 @register("add")
@@ -91,12 +96,7 @@ class Pow(Function):
 
     @staticmethod
     def forward(ctx, a, exponent):
-        if not isinstance(exponent, (int, float, np.integer, np.floating)) or isinstance(exponent, bool):
-            raise DtypeError(
-                f"pow: the exponent must be a constant number, got {type(exponent).__name__}. "
-                f"For a Variable exponent y write exp(y * log(x)).")
-        if isinstance(exponent, np.generic):
-            exponent = exponent.item()   # a numpy scalar would upcast float32 (numpy 2 rules)
+        exponent = _check_exponent(a, exponent)
         ctx.exponent = exponent
         ctx.save_for_backward(a)
         return np.power(a, exponent, out=ctx.arena and ctx.buffer(a, exponent))
@@ -104,8 +104,40 @@ class Pow(Function):
     @staticmethod
     def backward(ctx, grad_output):
         (a,) = ctx.saved_tensors
-        p = ctx.exponent
-        return np.multiply(grad_output, p * a ** (p - 1), out=ctx.arena and ctx.buffer(grad_output, a))
+        return kernels.pow_backward(a, ctx.exponent, grad_output,
+                                    out=ctx.arena and ctx.buffer(grad_output, a))
+
+    @staticmethod
+    def check_base(base, exponent) -> float:
+        """base ** x for a constant base is exp(x ln base): defined for base > 0 only."""
+        if isinstance(base, bool) or not isinstance(base, (int, float, np.integer, np.floating)):
+            raise DtypeError(f"pow: base {type(base).__name__} ** Variable of shape "
+                             f"{exponent.shape}. Rule: a constant base must be a number. Fix: a "
+                             f"Python or numpy number, or a Variable base (a ** b).")
+        if not base > 0:
+            raise DomainError(f"pow: base {base!r} ** Variable of shape {exponent.shape}. Rule: "
+                              f"c ** x is differentiated as exp(x * ln c), defined for c > 0 only "
+                              f"(ln 0 and ln of a negative number do not exist). Fix: use a "
+                              f"positive base, or write the function another way (0 ** x is "
+                              f"0 for x > 0: a constant).")
+        return float(base)
+
+
+def _check_exponent(a: np.ndarray, exponent):
+    """The exponent of a ** p: a plain number (a numpy scalar becomes a Python number, which
+    would otherwise upcast float32 under numpy 2's rules); integers take no negative powers."""
+    if not isinstance(exponent, (int, float, np.integer, np.floating)) or isinstance(exponent, bool):
+        raise DtypeError(
+            f"pow: the exponent must be a constant number, got {type(exponent).__name__}. "
+            f"For a Variable exponent y write exp(y * log(x)).")
+    if isinstance(exponent, np.generic):
+        exponent = exponent.item()
+    if a.dtype.kind in "iub" and isinstance(exponent, int) and exponent < 0:
+        raise DtypeError(f"pow: an integer array of dtype {a.dtype} (shape {a.shape}) ** "
+                         f"{exponent}. Rule: integers have no negative integer powers (1/x is "
+                         f"not an integer). Fix: x.astype(np.float64) ** {exponent}, or "
+                         f"x ** {float(exponent)}.")
+    return exponent
 
 
 @register("exp")

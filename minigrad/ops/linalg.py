@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..function import Function, register
-from ..kernels import matmul_backward, matmul_shape
+from ..kernels import matmul_backward, matmul_shape, result_dtype
 
 _MATMUL_RULE = ("matmul contracts the last axis of a with the second-to-last axis of b: "
                 "(..., n, k) @ (..., k, m) -> (..., n, m); a 1-D operand acts as a row (left) or a "
@@ -43,7 +43,12 @@ class Linear(Function):
     def forward(ctx, x, weight, bias=None):
         ctx.save_for_backward(x, weight)
         ctx.bias_shape = None if bias is None else bias.shape
-        y = np.matmul(x, weight, out=ctx.arena and ctx.buffer(x, weight, shape=matmul_shape))
+        operands = (x, weight) if bias is None else (x, weight, bias)
+        dtype = result_dtype(operands)   # the dtype of x @ W + b: numpy's promotion of all three
+        y = np.matmul(x, weight, out=ctx.arena and ctx.buffer(x, weight, shape=matmul_shape,
+                                                              dtype=dtype))
+        if y.dtype != dtype:             # a float64 b after float32 x @ W
+            y = y.astype(dtype)
         if bias is not None:
             y += bias   # y is a fresh array, so adding in place is safe and saves a copy
         return y

@@ -85,6 +85,7 @@ class MSE(Function):
 
     @staticmethod
     def forward(ctx, pred, target):
+        check_mse_shapes(pred, target)
         diff = np.subtract(pred, target, out=ctx.arena and ctx.buffer(pred, target, kind="saved"))
         ctx.save_for_backward(diff)
         return (diff * diff).mean()
@@ -94,6 +95,17 @@ class MSE(Function):
         (diff,) = ctx.saved_tensors
         grad = np.multiply(diff, 2 * grad_output / diff.size, out=ctx.arena and ctx.buffer(diff))
         return grad, np.negative(grad, out=ctx.arena and ctx.buffer(grad))
+
+
+def check_mse_shapes(pred: np.ndarray, target: np.ndarray) -> None:
+    """mse compares prediction and target element by element: the shapes must be equal (also run
+    by aot plans). Broadcasting would be a silent wrong loss: (4, 1) against (4,) is 16 terms."""
+    if pred.shape != target.shape:
+        raise ShapeError(f"mse: prediction of shape {pred.shape} and target of shape "
+                         f"{target.shape}. Rule: the loss averages (pred - target)^2 element by "
+                         f"element, so both have the same shape; broadcasting them would compare "
+                         f"every prediction with every target. Fix: reshape one to the other's "
+                         f"shape, e.g. target.reshape({pred.shape}) or pred.reshape(-1).")
 
 
 def _check_targets(logits: np.ndarray, targets: np.ndarray) -> None:

@@ -126,8 +126,11 @@ class MoeUnpermute(Function):
         need_rows, need_weights = ctx.needs_input_grad[:2]
         d_rows = kernels.moe_unpermute_backward_expert_out(
             grad_output, routing_weights, scatter_indices) if need_rows else None
-        d_weights = kernels.moe_unpermute_backward_weights(
-            grad_output, expert_out, scatter_indices) if need_weights else None
+        d_weights = None
+        if need_weights:   # out= tells K, also with no tokens
+            d_weights = kernels.moe_unpermute_backward_weights(
+                grad_output, expert_out, scatter_indices,
+                np.empty(routing_weights.shape, np.result_type(grad_output, expert_out)))
         return d_rows, d_weights, None
 
 
@@ -238,10 +241,10 @@ def _check_index(op: str, what: str, a: np.ndarray, shape: tuple, shape_text: st
 
 def _check_k(shape: tuple, k) -> None:
     n, experts = shape
-    if not isinstance(k, (int, np.integer)) or not 1 <= k <= experts:
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or not 1 <= k <= experts:
         raise ShapeError(f"moe_topk: k={k!r} for probs of shape {shape}. Rule: 1 <= k <= E = "
-                         f"{experts} (each token picks k distinct experts). Fix: choose k in "
-                         f"1..{experts}, or route over more experts.")
+                         f"{experts}, an int, not a bool (each token picks k distinct experts). "
+                         f"Fix: choose k in 1..{experts}, or route over more experts.")
 
 
 def _check_permute(x: np.ndarray, indices: np.ndarray, num_experts) -> None:

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import kernels
+from ..errors import ShapeError
 from ..function import Function, register
 
 
@@ -19,6 +21,11 @@ class Reshape(Function):
         return a.reshape(shape)
 
     @staticmethod
+    def sizes(args: tuple) -> tuple:
+        """x.reshape(2, 3), x.reshape((2, 3)), x.reshape(np.int64(6)): the shape as ints."""
+        return sizes("reshape", args[0] if len(args) == 1 else args)
+
+    @staticmethod
     def backward(ctx, grad_output):
         return grad_output.reshape(ctx.shape)
 
@@ -27,17 +34,23 @@ class Reshape(Function):
 class Transpose(Function):
     """z = a with its axes permuted (reversed when axes is None); the gradient is permuted back."""
     grad_text = ("grad_output with the axes permuted back",)
-    shape_rule = "axes must be a permutation of range(a.ndim)"
-    shape_fix = "give every axis exactly once, e.g. x.transpose(1, 0, 2)"
+    shape_rule = "axes must be a permutation of range(a.ndim) (a negative axis counts from the end)"
+    shape_fix = "give every axis exactly once, e.g. x.transpose(1, 0, 2) or x.transpose(1, 0, -1)"
 
     @staticmethod
     def forward(ctx, a, axes=None):
-        ctx.axes = axes
-        return a.transpose(axes)
+        # kept with negative axes resolved (None, the reversal, stays None: traces show it so)
+        ctx.axes = None if axes is None else kernels.permutation(axes, a.ndim)
+        return a.transpose(ctx.axes)
 
     @staticmethod
     def backward(ctx, grad_output):
-        return grad_output.transpose(None if ctx.axes is None else np.argsort(ctx.axes))
+        return grad_output.transpose(kernels.inverse_permutation(ctx.axes, grad_output.ndim))
+
+    @staticmethod
+    def sizes(args: tuple):
+        """x.transpose(), x.transpose(1, 0), x.transpose((1, 0)): None or the axes as ints."""
+        return sizes("transpose", args[0] if len(args) == 1 else args) if args else None
 
 
 @register("broadcast_to")
@@ -121,15 +134,29 @@ def _plain_index(index):
 
 
 def reshape(a, shape):
-    return Reshape.apply(a, shape=tuple(shape) if not isinstance(shape, int) else (shape,))
+    return Reshape.apply(a, shape=sizes("reshape", shape))
 
 
 def transpose(a, axes=None):
-    return Transpose.apply(a, axes=None if axes is None else tuple(axes))
+    return Transpose.apply(a, axes=None if axes is None else sizes("transpose", axes))
 
 
 def broadcast_to(a, shape):
-    return BroadcastTo.apply(a, shape=tuple(shape) if not isinstance(shape, int) else (shape,))
+    return BroadcastTo.apply(a, shape=sizes("broadcast_to", shape))
+
+
+def sizes(op: str, shape) -> tuple:
+    """A shape (or axes) as a tuple of ints: one integer (Python's or numpy's) or a sequence."""
+    if isinstance(shape, (int, np.integer)) and not isinstance(shape, bool):
+        return (int(shape),)
+    try:
+        items = tuple(shape)
+    except TypeError:
+        items = (shape,)
+    if not all(isinstance(n, (int, np.integer)) and not isinstance(n, bool) for n in items):
+        raise ShapeError(f"{op}: {shape!r} is not a shape. Rule: sizes and axes are integers, "
+                         f"given as one int or a tuple of ints. Fix: e.g. {op}(x, (2, 3)).")
+    return tuple(int(n) for n in items)
 
 
 def concat(variables, axis: int = 0):

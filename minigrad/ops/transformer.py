@@ -62,14 +62,13 @@ class RMSNorm(Function):
         _check_norm("rmsnorm", x, weight)
         rstd = _saved_buffer(ctx, x.shape[:-1], x)   # (asked first: the output's buffer is the last)
         y, rstd = kernels.rmsnorm(x, weight, eps, out=ctx.arena and ctx.buffer(x, weight), rstd=rstd)
-        ctx.save_for_backward(x, rstd)
+        ctx.save_for_backward(x, rstd, weight)   # weight: see _rmsnorm_grads
         ctx.eps = eps
         return y
 
     @staticmethod
     def backward(ctx, grad_output):
-        x, rstd = ctx.saved_tensors
-        weight = ctx.inputs[1].data   # a parameter: read, not saved (design D's table)
+        x, rstd, weight = ctx.saved_tensors
         return _rmsnorm_grads(ctx, x, weight, rstd, grad_output, 1)
 
 
@@ -87,14 +86,14 @@ class FusedResidualRMSNorm(Function):
         rstd = _saved_buffer(ctx, residual_out.shape[:-1], residual_out)
         y, rstd = kernels.rmsnorm(residual_out, weight, eps,
                                   out=ctx.arena and ctx.buffer(residual_out, weight), rstd=rstd)
-        ctx.save_for_backward(residual_out, rstd)
+        ctx.save_for_backward(residual_out, rstd, weight)
         ctx.eps = eps
         return y
 
     @staticmethod
     def backward(ctx, grad_output):
-        residual_out, rstd = ctx.saved_tensors
-        d_sum, d_weight = _rmsnorm_grads(ctx, residual_out, ctx.inputs[2].data, rstd, grad_output, 2)
+        residual_out, rstd, weight = ctx.saved_tensors
+        d_sum, d_weight = _rmsnorm_grads(ctx, residual_out, weight, rstd, grad_output, 2)
         return d_sum, d_sum, d_weight
 
 
@@ -208,15 +207,14 @@ class QKVQKNormRoPE(Function):
             qkv, q_weight, k_weight, freqs, position_ids, eps, ctx.arena and ctx.buffer(
                 shape=qkv.shape, dtype=np.result_type(qkv, q_weight, k_weight)), q_rstd, k_rstd)
         ctx.eps = eps
-        ctx.save_for_backward(out, q_rstd, k_rstd)
+        # + the weights, freqs and positions: see _rmsnorm_grads
+        ctx.save_for_backward(out, q_rstd, k_rstd, q_weight, k_weight, freqs, position_ids)
         return out
 
     @staticmethod
     def backward(ctx, grad_output):
-        qkv_out, q_rstd, k_rstd = ctx.saved_tensors
-        # parameters and constants: read, not saved (design D's row)
-        q_weight, k_weight, freqs, position_ids = (v.data for v in ctx.inputs[1:])
-        check_qk_norm_weights(q_weight, k_weight)
+        qkv_out, q_rstd, k_rstd, q_weight, k_weight, freqs, position_ids = ctx.saved_tensors
+        check_qk_norm_weights(q_weight, k_weight)   # (saved arrays are guarded; cheap to be sure)
         dtype = np.result_type(qkv_out, grad_output)
         need = ctx.needs_input_grad
         d_qkv = ctx.arena and ctx.buffer(shape=qkv_out.shape, dtype=dtype)
@@ -259,7 +257,12 @@ def _saved_buffer(ctx, shape: tuple, like: np.ndarray):
 
 
 def _rmsnorm_grads(ctx, x, weight, rstd, grad_output, weight_index: int) -> tuple:
-    """rmsnorm's (dx, d_weight), d_weight straight into the parameter's .grad when it can be."""
+    """rmsnorm's (dx, d_weight), d_weight straight into the parameter's .grad when it can be.
+
+    The weight comes from the saved tensors. Design D's table reads a parameter directly (it
+    lives for the whole run), and so do aot plans; in eager a user or an optimiser can change it
+    between forward and backward, so the node saves it (a reference, no copy) and the engine's
+    saved-array guard refuses the change instead of giving a dx of another weight."""
     need = ctx.needs_input_grad[weight_index]
     dtype = np.result_type(grad_output, x)
     d_weight = ctx.grad_buffer(weight_index, weight.shape, dtype) if need else None
