@@ -151,6 +151,12 @@ def as_array(result) -> np.ndarray:
     return result if isinstance(result, np.ndarray) else np.asarray(result)
 
 
+def divide_total(total, count: int, out=None) -> np.ndarray:
+    """total / count in total's dtype. Dtype stated because numpy 1.x promotes a float32 scalar
+    divided by a Python int to float64 (value-based casting; numpy 2 keeps float32, NEP 50)."""
+    return np.divide(total, count, out=out, dtype=np.result_type(total))
+
+
 def tanh_backward(y: np.ndarray, grad_output: np.ndarray, out=None) -> np.ndarray:
     """d tanh: g * (1 - y^2), from the output y, computed as g - (g y) y.
 
@@ -233,7 +239,7 @@ def cross_entropy(logits: np.ndarray, targets: np.ndarray, out=None) -> np.ndarr
     """-mean_i log softmax(logits_i)[t_i], as a 0-d array (written into out when given)."""
     log_probs = log_softmax(logits, 1)
     picked = log_probs[np.arange(logits.shape[0]), targets]
-    return np.divide(np.add.reduce(picked), -logits.shape[0], out=out)
+    return divide_total(np.add.reduce(picked), -logits.shape[0], out=out)
 
 
 def cross_entropy_backward(logits: np.ndarray, targets: np.ndarray, grad_output: np.ndarray,
@@ -263,7 +269,7 @@ def relu(x: np.ndarray, out=None) -> np.ndarray:
 def mse(pred: np.ndarray, target: np.ndarray, out=None) -> np.ndarray:
     """mean((pred - target)^2), as a 0-d array (written into out when given)."""
     diff = pred - target
-    return np.divide(np.vdot(diff, diff), diff.size, out=out)
+    return divide_total(np.vdot(diff, diff), diff.size, out=out)
 
 
 def mse_backward(pred: np.ndarray, target: np.ndarray, grad_output: np.ndarray, out=None) -> np.ndarray:

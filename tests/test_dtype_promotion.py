@@ -1,0 +1,44 @@
+"""float32 in, float32 out, with every numpy that pyproject.toml accepts: numpy 1.x promotes a
+float32 scalar combined with a Python number to float64 (value-based casting), numpy 2 does not
+(NEP 50). `make test` runs this file, and the other engine tests, with the oldest numpy too."""
+import numpy as np
+import pytest
+
+import minigrad as mg
+from minigrad import kernels
+
+rng = np.random.default_rng(0)
+LOGITS = rng.normal(size=(5, 4)).astype(np.float32)
+TARGETS = np.array([0, 3, 1, 1, 2])
+
+
+@pytest.mark.parametrize("loss", [
+    pytest.param(lambda: kernels.cross_entropy(LOGITS, TARGETS), id="cross_entropy"),
+    pytest.param(lambda: kernels.mse(LOGITS, LOGITS[::-1].copy()), id="mse"),
+    pytest.param(lambda: kernels.lm_head_loss(LOGITS, np.eye(4, 3, dtype=np.float32), TARGETS % 3),
+                 id="lm_head_loss"),
+    pytest.param(lambda: kernels.divide_total(np.float32(3.0), -8), id="divide_total"),
+])
+def test_scalar_losses_keep_float32_without_an_out_buffer(loss):
+    assert np.result_type(loss()) == np.float32
+
+
+def test_the_float32_loss_is_the_float64_one_rounded():
+    value = kernels.cross_entropy(LOGITS, TARGETS)
+    exact = kernels.cross_entropy(LOGITS.astype(np.float64), TARGETS)
+    assert np.result_type(exact) == np.float64
+    assert abs(float(value) - float(exact)) <= 1e-6 * abs(float(exact))
+
+
+@pytest.mark.parametrize("make_loss", [
+    pytest.param(lambda x: mg.cross_entropy(x, TARGETS), id="cross_entropy"),
+    pytest.param(lambda x: mg.mse(x, mg.create_leaf(LOGITS[::-1].copy())), id="mse"),
+    pytest.param(lambda x: mg.fused_lm_head_loss(x, mg.create_leaf(np.eye(4, 3, dtype=np.float32)),
+                                                 TARGETS % 3), id="fused_lm_head_loss"),
+])
+def test_eager_losses_and_their_grads_stay_float32(make_loss):
+    x = mg.create_leaf(LOGITS, requires_grad=True)
+    loss = make_loss(x)
+    assert loss.dtype == np.float32 and loss.data.dtype == np.float32
+    loss.backward()
+    assert x.grad.dtype == np.float32
