@@ -1,6 +1,9 @@
 """float32 in, float32 out, with every numpy that pyproject.toml accepts: numpy 1.x promotes a
 float32 scalar combined with a Python number to float64 (value-based casting), numpy 2 does not
 (NEP 50). `make test` runs this file, and the other engine tests, with the oldest numpy too."""
+import pathlib
+import re
+
 import numpy as np
 import pytest
 
@@ -42,3 +45,26 @@ def test_eager_losses_and_their_grads_stay_float32(make_loss):
     assert loss.dtype == np.float32 and loss.data.dtype == np.float32
     loss.backward()
     assert x.grad.dtype == np.float32
+
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+
+def _make_variable(name: str) -> str:
+    """A `NAME := value` of the Makefile, continuation lines joined."""
+    text = (ROOT / "Makefile").read_text().replace("\\\n", " ")
+    return re.search(rf"^{name}\s*:=\s*(.*)$", text, flags=re.M).group(1).strip()
+
+
+def test_make_test_runs_the_oldest_numpy_that_pyproject_accepts():
+    bound = re.search(r'"numpy>=([0-9.]+)', (ROOT / "pyproject.toml").read_text()).group(1)
+    oldest = _make_variable("OLDEST_NUMPY")
+    assert oldest.split(".")[:2] == bound.split(".")[:2], \
+        f"pyproject.toml says numpy>={bound}; the Makefile's test-oldest installs {oldest}"
+    assert "test-oldest" in re.search(r"^test:.*?\n\n", (ROOT / "Makefile").read_text(),
+                                      flags=re.S | re.M).group(0)
+
+
+def test_the_files_left_out_of_the_oldest_numpy_run_exist():
+    for path in _make_variable("NEEDS_JUPYTER").split():
+        assert (ROOT / path).exists(), f"Makefile NEEDS_JUPYTER lists {path}, which is gone"
