@@ -84,7 +84,7 @@ def log_softmax_backward(y: np.ndarray, grad_output: np.ndarray, axis: int, out=
 def max_backward(x: np.ndarray, y_keepdims: np.ndarray, grad_keepdims: np.ndarray, axis) -> np.ndarray:
     """Route the gradient to the maxima; ties share it equally so the gradient sums to grad_output."""
     mask = x == y_keepdims
-    return mask * (grad_keepdims / mask.sum(axis=axis, keepdims=True))
+    return mask * (grad_keepdims / mask.sum(axis=axis, keepdims=True, dtype=grad_keepdims.dtype))
 
 
 def matmul_shape(a: np.ndarray, b: np.ndarray) -> tuple:

@@ -99,13 +99,15 @@ class Pow(Function):
             exponent = exponent.item()   # a numpy scalar would upcast float32 (numpy 2 rules)
         ctx.exponent = exponent
         ctx.save_for_backward(a)
-        return np.power(a, exponent, out=ctx.arena and ctx.buffer(a, exponent))
+        return np.power(a, exponent, out=ctx.arena and ctx.buffer(a, exponent),
+                        dtype=np.result_type(a.dtype, exponent))   # numpy 1.x: f32 0-d ** 2.0 is f64
 
     @staticmethod
     def backward(ctx, grad_output):
         (a,) = ctx.saved_tensors
         p = ctx.exponent
-        return np.multiply(grad_output, p * a ** (p - 1), out=ctx.arena and ctx.buffer(grad_output, a))
+        return np.multiply(grad_output, p * a ** (p - 1), out=ctx.arena and ctx.buffer(grad_output, a),
+                           dtype=grad_output.dtype)   # (explicit dtypes: see kernels.divide_total)
 
 
 @register("exp")
@@ -155,7 +157,8 @@ class Tanh(Function):
     @staticmethod
     def backward(ctx, grad_output):
         (z,) = ctx.saved_tensors
-        return np.multiply(grad_output, 1 - z * z, out=ctx.arena and ctx.buffer(grad_output, z))
+        return np.multiply(grad_output, 1 - z * z, out=ctx.arena and ctx.buffer(grad_output, z),
+                           dtype=grad_output.dtype)
 
 
 @register("sigmoid")
@@ -169,14 +172,15 @@ class Sigmoid(Function):
         # above, for a < 0 the same value written as e^a / (1 + e^a).
         e = np.exp(-np.abs(a))
         z = np.divide(np.where(a >= 0, 1.0, e), 1 + e,
-                      out=ctx.arena and ctx.buffer(a, floating=True))
+                      out=ctx.arena and ctx.buffer(a, floating=True), dtype=e.dtype)
         ctx.save_for_backward(z)
         return z
 
     @staticmethod
     def backward(ctx, grad_output):
         (z,) = ctx.saved_tensors
-        return np.multiply(grad_output, z * (1 - z), out=ctx.arena and ctx.buffer(grad_output, z))
+        return np.multiply(grad_output, z * (1 - z), out=ctx.arena and ctx.buffer(grad_output, z),
+                           dtype=grad_output.dtype)
 
 
 @register("relu")
@@ -187,7 +191,7 @@ class Relu(Function):
     @staticmethod
     def forward(ctx, a):
         ctx.save_for_backward(a)
-        return np.maximum(a, 0, out=ctx.arena and ctx.buffer(a))
+        return np.maximum(a, 0, out=ctx.arena and ctx.buffer(a), dtype=a.dtype)
 
     @staticmethod
     def backward(ctx, grad_output):

@@ -92,7 +92,8 @@ class MSE(Function):
     @staticmethod
     def backward(ctx, grad_output):
         (diff,) = ctx.saved_tensors
-        grad = np.multiply(diff, 2 * grad_output / diff.size, out=ctx.arena and ctx.buffer(diff))
+        grad = np.multiply(diff, 2 * grad_output / diff.size, out=ctx.arena and ctx.buffer(diff),
+                           dtype=diff.dtype)
         return grad, np.negative(grad, out=ctx.arena and ctx.buffer(grad))
 
 
