@@ -103,6 +103,24 @@ def test_multi_input_ops_keep_float32_on_0d_and_reduced(case):
     assert zero_d in ([], ["(refused)"]), zero_d
 
 
+ON_A_SCALAR = {
+    "pow": lambda x: x.sum() ** 2, "sigmoid": lambda x: x.sum().sigmoid(),
+    "relu": lambda x: x.sum().relu(), "tanh": lambda x: x.sum().tanh(),
+    "mean": lambda x: x.sum().mean(), "div": lambda x: 1.0 / x.sum(),
+    "chain": lambda x: ((x.sum() ** 2).sigmoid() + x.mean().tanh() * 0.5).relu(),
+}
+
+
+@pytest.mark.parametrize("fn", ON_A_SCALAR.values(), ids=ON_A_SCALAR.keys())
+def test_the_aot_executor_keeps_float32_on_0d_values(fn):
+    from minigrad import aot
+    x = np.full((3, 4), 0.3, np.float32)
+    forward = aot.capture(fn, mg.create_leaf(x.copy(), requires_grad=True, name="x"))
+    executor = aot.Executor(forward, aot.derive_backward_graph(forward), None, x)
+    assert np.result_type(executor.run(x)) == np.float32
+    assert executor.grads()["d_x"].dtype == np.float32
+
+
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 
