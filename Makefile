@@ -33,9 +33,10 @@ NPM = $(CURDIR)/$(PY) $(CURDIR)/widgets/find_node.py --install npm
 $(BUNDLE): $(JS_SOURCES) | $(VENV)/bin/python
 	cd widgets && $(NPM) ci --include=dev --no-audit --no-fund && $(NPM) run build
 
+# PYTHONUTF8=1: files the tests read (lessons, README, pages) are UTF-8 whatever the locale says.
 test: $(VENV)/.test-installed $(BUNDLE)
 	cd widgets && $(NPM) test
-	MINIGRAD_DEBUG=1 $(PY) -m pytest
+	MINIGRAD_DEBUG=1 PYTHONUTF8=1 $(PY) -m pytest
 	$(MAKE) --no-print-directory test-oldest
 
 # The engine tests again with the oldest numpy that pyproject.toml accepts (numpy 1.x promotes
@@ -58,7 +59,7 @@ $(OLDEST_VENV)/.installed: Makefile
 	touch $@
 
 test-oldest: $(OLDEST_VENV)/.installed
-	MINIGRAD_DEBUG=1 PYTHONPATH=$(CURDIR) $(OLDEST_VENV)/bin/python -m pytest -q -m 'not build' \
+	MINIGRAD_DEBUG=1 PYTHONUTF8=1 PYTHONPATH=$(CURDIR) $(OLDEST_VENV)/bin/python -m pytest -q -m 'not build' \
 	    $(addprefix --ignore=,$(NEEDS_JUPYTER))
 
 # LAB_ARGS: more options for `jupyter lab` (e.g. LAB_ARGS="--no-browser --port=9999").

@@ -10,7 +10,7 @@ README = pathlib.Path(__file__).resolve().parents[1] / "README.md"
 
 
 def python_blocks() -> list[str]:
-    return re.findall(r"^```python\n(.*?)^```", README.read_text(), flags=re.S | re.M)
+    return re.findall(r"^```python\n(.*?)^```", README.read_text(encoding="utf-8"), flags=re.S | re.M)
 
 
 def run_block(source: str, namespace: dict, label: str):

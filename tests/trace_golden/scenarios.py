@@ -169,5 +169,5 @@ def fixture(scenario) -> pathlib.Path:
 
 if __name__ == "__main__":
     for scenario in SCENARIOS:
-        fixture(scenario).write_text(dump(scenario()))
+        fixture(scenario).write_text(dump(scenario()), encoding="utf-8")
         print("wrote", fixture(scenario).name)
