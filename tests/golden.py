@@ -15,11 +15,12 @@ import math
 
 # (rtol, atol) per dtype: a float value v matches the pinned e when |v - e| <= atol + rtol * |e|.
 # float32 has about 7 significant digits, so 1e-5 leaves room for a different summation order of
-# a few hundred terms; float64 has about 16, so 1e-12. atol covers values that cancel to near 0.
+# a few hundred terms; float64 has about 16, so 1e-12. atol covers values that cancel to near 0
+# (a sum of n terms of size m that cancels keeps an error of about n * m * eps).
 TOLERANCES = {
     "float16": (1e-3, 1e-4),
     "float32": (1e-5, 1e-6),
-    "float64": (1e-12, 1e-14),
+    "float64": (1e-12, 1e-12),
 }
 # Floats whose dtype the document does not say (there are none in today's traces; an op's ctx
 # could hold a Python constant): the loosest tolerance of the float dtypes the engine computes in,
