@@ -43,16 +43,18 @@ test: $(VENV)/.test-installed $(BUNDLE)
 # float32 scalars by value, numpy 2 does not), in a small venv of its own: numpy and the test
 # tools only, minigrad from this folder (PYTHONPATH, so no widget build). Left out: the test
 # files that need Jupyter, the widgets, Node.js or a browser (listed here; a new one fails to
-# import there, loudly). About a minute; tests/test_dtype_promotion.py checks the pin below.
+# import there, loudly). About a minute. Which numpy: tools/oldest_numpy.py (1.26.4, or on a
+# Python too new for its wheels the first numpy that has them); tests/test_dtype_promotion.py
+# checks it against pyproject.toml.
 OLDEST_VENV   := .venv-oldest
-OLDEST_NUMPY  := 1.26.4
+OLDEST_NUMPY   = $(shell $(PYTHON) tools/oldest_numpy.py)
 NEEDS_JUPYTER := tests/browser tests/test_aotview.py tests/test_binder.py tests/test_lessons.py \
                  tests/test_lite.py tests/test_make_lab.py tests/test_memory_compare.py \
                  tests/test_no_node.py tests/test_readme.py tests/test_refold.py \
                  tests/test_tapeview.py tests/test_widget_collapse.py tests/test_widget_dot.py \
                  tests/test_widgets_python.py
 
-$(OLDEST_VENV)/.installed: Makefile
+$(OLDEST_VENV)/.installed: Makefile tools/oldest_numpy.py
 	$(PYTHON) -m venv $(OLDEST_VENV)
 	$(OLDEST_VENV)/bin/python -m pip install -q "numpy==$(OLDEST_NUMPY)" "pytest>=8.0" \
 	    "hypothesis>=6.100" "jsonschema>=4.0"

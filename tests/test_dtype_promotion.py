@@ -1,6 +1,7 @@
 """float32 in, float32 out, with every numpy that pyproject.toml accepts: numpy 1.x promotes a
 float32 scalar combined with a Python number to float64 (value-based casting), numpy 2 does not
 (NEP 50). `make test` runs this file, and the other engine tests, with the oldest numpy too."""
+import importlib.util
 import pathlib
 import re
 
@@ -126,16 +127,27 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 def _make_variable(name: str) -> str:
     """A `NAME := value` of the Makefile, continuation lines joined."""
-    text = (ROOT / "Makefile").read_text().replace("\\\n", " ")
-    return re.search(rf"^{name}\s*:=\s*(.*)$", text, flags=re.M).group(1).strip()
+    text = (ROOT / "Makefile").read_text(encoding="utf-8").replace("\\\n", " ")
+    return re.search(rf"^{name}\s*:?=\s*(.*)$", text, flags=re.M).group(1).strip()
+
+
+def _oldest_numpy_tool():
+    spec = importlib.util.spec_from_file_location("oldest_numpy", ROOT / "tools" / "oldest_numpy.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.oldest_numpy
 
 
 def test_make_test_runs_the_oldest_numpy_that_pyproject_accepts():
-    bound = re.search(r'"numpy>=([0-9.]+)', (ROOT / "pyproject.toml").read_text()).group(1)
-    oldest = _make_variable("OLDEST_NUMPY")
-    assert oldest.split(".")[:2] == bound.split(".")[:2], \
-        f"pyproject.toml says numpy>={bound}; the Makefile's test-oldest installs {oldest}"
-    assert "test-oldest" in re.search(r"^test:.*?\n\n", (ROOT / "Makefile").read_text(),
+    text = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
+    bound = re.search(r'"numpy>=([0-9.]+)', text).group(1)
+    oldest = _oldest_numpy_tool()
+    for python in ((3, 10), (3, 11), (3, 12)):
+        assert oldest(python).split(".")[:2] == bound.split(".")[:2], \
+            f"pyproject.toml says numpy>={bound}; on Python {python} make test-oldest takes {oldest(python)}"
+    assert oldest((3, 13)) == "2.1.0" and oldest((3, 14)) == "2.3.2"   # no numpy 1.26 wheels there
+    assert "tools/oldest_numpy.py" in _make_variable("OLDEST_NUMPY")
+    assert "test-oldest" in re.search(r"^test:.*?\n\n", (ROOT / "Makefile").read_text(encoding="utf-8"),
                                       flags=re.S | re.M).group(0)
 
 
