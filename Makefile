@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip
 
-.PHONY: test lab bench student lite clean
+.PHONY: test test-oldest lab bench student lite clean
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -33,9 +33,36 @@ NPM = $(CURDIR)/$(PY) $(CURDIR)/widgets/find_node.py --install npm
 $(BUNDLE): $(JS_SOURCES) | $(VENV)/bin/python
 	cd widgets && $(NPM) ci --include=dev --no-audit --no-fund && $(NPM) run build
 
+# PYTHONUTF8=1: files the tests read (lessons, README, pages) are UTF-8 whatever the locale says.
 test: $(VENV)/.test-installed $(BUNDLE)
 	cd widgets && $(NPM) test
-	MINIGRAD_DEBUG=1 $(PY) -m pytest
+	MINIGRAD_DEBUG=1 PYTHONUTF8=1 $(PY) -m pytest
+	$(MAKE) --no-print-directory test-oldest
+
+# The engine tests again with the oldest numpy that pyproject.toml accepts (numpy 1.x promotes
+# float32 scalars by value, numpy 2 does not), in a small venv of its own: numpy and the test
+# tools only, minigrad from this folder (PYTHONPATH, so no widget build). Left out: the test
+# files that need Jupyter, the widgets, Node.js or a browser (listed here; a new one fails to
+# import there, loudly). About a minute. Which numpy: tools/oldest_numpy.py (1.26.4, or on a
+# Python too new for its wheels the first numpy that has them); tests/test_dtype_promotion.py
+# checks it against pyproject.toml.
+OLDEST_VENV   := .venv-oldest
+OLDEST_NUMPY   = $(shell $(PYTHON) tools/oldest_numpy.py)
+NEEDS_JUPYTER := tests/browser tests/test_aotview.py tests/test_binder.py tests/test_lessons.py \
+                 tests/test_lite.py tests/test_make_lab.py tests/test_memory_compare.py \
+                 tests/test_no_node.py tests/test_readme.py tests/test_refold.py \
+                 tests/test_tapeview.py tests/test_widget_collapse.py tests/test_widget_dot.py \
+                 tests/test_widgets_python.py
+
+$(OLDEST_VENV)/.installed: Makefile tools/oldest_numpy.py
+	$(PYTHON) -m venv $(OLDEST_VENV)
+	$(OLDEST_VENV)/bin/python -m pip install -q "numpy==$(OLDEST_NUMPY)" "pytest>=8.0" \
+	    "hypothesis>=6.100" "jsonschema>=4.0"
+	touch $@
+
+test-oldest: $(OLDEST_VENV)/.installed
+	MINIGRAD_DEBUG=1 PYTHONUTF8=1 PYTHONPATH=$(CURDIR) $(OLDEST_VENV)/bin/python -m pytest -q -m 'not build' \
+	    $(addprefix --ignore=,$(NEEDS_JUPYTER))
 
 # LAB_ARGS: more options for `jupyter lab` (e.g. LAB_ARGS="--no-browser --port=9999").
 # Jupyter refuses to start as root without --allow-root; in a container one often is root.
@@ -72,4 +99,4 @@ lite: $(LITE_VENV)/.installed $(BUNDLE)
 	$(LITE_VENV)/bin/python tools/build_lite.py build/lite
 
 clean:
-	rm -rf $(VENV) .venv-lite build dist *.egg-info .pytest_cache .hypothesis student
+	rm -rf $(VENV) .venv-lite $(OLDEST_VENV) build dist *.egg-info .pytest_cache .hypothesis student

@@ -108,7 +108,7 @@ def log_softmax_backward(y: np.ndarray, grad_output: np.ndarray, axis: int, out=
 def max_backward(x: np.ndarray, y_keepdims: np.ndarray, grad_keepdims: np.ndarray, axis) -> np.ndarray:
     """Route the gradient to the maxima; ties share it equally so the gradient sums to grad_output."""
     mask = x == y_keepdims
-    return mask * (grad_keepdims / mask.sum(axis=axis, keepdims=True))
+    return mask * (grad_keepdims / mask.sum(axis=axis, keepdims=True, dtype=grad_keepdims.dtype))
 
 
 def matmul_shape(a: np.ndarray, b: np.ndarray) -> tuple:
@@ -170,6 +170,12 @@ def as_array(result) -> np.ndarray:
     """A ufunc gives a 0-d result back as a numpy scalar, which no out= accepts (the next in-place
     step, or an aot plan's buffer): keep it a 0-d array."""
     return result if isinstance(result, np.ndarray) else np.asarray(result)
+
+
+def divide_total(total, count: int, out=None) -> np.ndarray:
+    """total / count in total's dtype. Dtype stated because numpy 1.x promotes a float32 scalar
+    divided by a Python int to float64 (value-based casting; numpy 2 keeps float32, NEP 50)."""
+    return np.divide(total, count, out=out, dtype=np.result_type(total))
 
 
 def tanh_backward(y: np.ndarray, grad_output: np.ndarray, out=None) -> np.ndarray:
@@ -254,7 +260,7 @@ def cross_entropy(logits: np.ndarray, targets: np.ndarray, out=None) -> np.ndarr
     """-mean_i log softmax(logits_i)[t_i], as a 0-d array (written into out when given)."""
     log_probs = log_softmax(logits, 1)
     picked = log_probs[np.arange(logits.shape[0]), targets]
-    return np.divide(np.add.reduce(picked), -logits.shape[0], out=out)
+    return divide_total(np.add.reduce(picked), -logits.shape[0], out=out)
 
 
 def cross_entropy_backward(logits: np.ndarray, targets: np.ndarray, grad_output: np.ndarray,
@@ -276,7 +282,8 @@ def pow_backward(x: np.ndarray, exponent, grad_output: np.ndarray, out=None) -> 
             np.broadcast_shapes(x.shape, grad_output.shape), np.result_type(x, grad_output))
         grad.fill(0)
         return grad
-    grad = np.power(x, exponent - 1, out=out)
+    grad = np.power(x, exponent - 1, out=out,   # (explicit dtype: see divide_total)
+                    dtype=np.result_type(x.dtype, grad_output.dtype))
     grad *= exponent
     grad *= grad_output
     return grad
@@ -290,7 +297,7 @@ def relu(x: np.ndarray, out=None) -> np.ndarray:
 def mse(pred: np.ndarray, target: np.ndarray, out=None) -> np.ndarray:
     """mean((pred - target)^2), as a 0-d array (written into out when given)."""
     diff = pred - target
-    return np.divide(np.vdot(diff, diff), diff.size, out=out)
+    return divide_total(np.vdot(diff, diff), diff.size, out=out)
 
 
 def mse_backward(pred: np.ndarray, target: np.ndarray, grad_output: np.ndarray, out=None) -> np.ndarray:

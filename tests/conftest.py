@@ -1,8 +1,15 @@
 import sys
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 import minigrad as mg
+
+# No property test may fail because the machine is slow or busy: a per-example deadline and the
+# health check on slow data generation measure time, not correctness. Every @settings(...) in
+# the suite starts from this profile.
+settings.register_profile("any-machine", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("any-machine")
 
 
 @pytest.fixture(autouse=True)

@@ -296,7 +296,8 @@ def _along_axis_backward(kernel):
 
 
 def _pow(x, exponent=None, **attrs):
-    return _call(np.power, x, exponent, kernels.as_array(np.power(x, exponent)))
+    # The buffer in the dtype numpy 2 gives: numpy 1.x promotes a 0-d float32 x by its value.
+    return _call(np.power, x, exponent, np.empty(x.shape, np.result_type(x.dtype, exponent)))
 
 
 def _pow_backward(grad_output, x, exponent=None, **attrs):

@@ -99,7 +99,8 @@ class Pow(Function):
         exponent = _check_exponent(a, exponent)
         ctx.exponent = exponent
         ctx.save_for_backward(a)
-        return np.power(a, exponent, out=ctx.arena and ctx.buffer(a, exponent))
+        return np.power(a, exponent, out=ctx.arena and ctx.buffer(a, exponent),
+                        dtype=np.result_type(a.dtype, exponent))   # numpy 1.x: f32 0-d ** 2.0 is f64
 
     @staticmethod
     def backward(ctx, grad_output):
@@ -187,7 +188,8 @@ class Tanh(Function):
     @staticmethod
     def backward(ctx, grad_output):
         (z,) = ctx.saved_tensors
-        return np.multiply(grad_output, 1 - z * z, out=ctx.arena and ctx.buffer(grad_output, z))
+        return np.multiply(grad_output, 1 - z * z, out=ctx.arena and ctx.buffer(grad_output, z),
+                           dtype=grad_output.dtype)
 
 
 @register("sigmoid")
@@ -201,14 +203,15 @@ class Sigmoid(Function):
         # above, for a < 0 the same value written as e^a / (1 + e^a).
         e = np.exp(-np.abs(a))
         z = np.divide(np.where(a >= 0, 1.0, e), 1 + e,
-                      out=ctx.arena and ctx.buffer(a, floating=True))
+                      out=ctx.arena and ctx.buffer(a, floating=True), dtype=e.dtype)
         ctx.save_for_backward(z)
         return z
 
     @staticmethod
     def backward(ctx, grad_output):
         (z,) = ctx.saved_tensors
-        return np.multiply(grad_output, z * (1 - z), out=ctx.arena and ctx.buffer(grad_output, z))
+        return np.multiply(grad_output, z * (1 - z), out=ctx.arena and ctx.buffer(grad_output, z),
+                           dtype=grad_output.dtype)
 
 
 @register("relu")
@@ -219,7 +222,7 @@ class Relu(Function):
     @staticmethod
     def forward(ctx, a):
         ctx.save_for_backward(a)
-        return np.maximum(a, 0, out=ctx.arena and ctx.buffer(a))
+        return np.maximum(a, 0, out=ctx.arena and ctx.buffer(a), dtype=a.dtype)
 
     @staticmethod
     def backward(ctx, grad_output):

@@ -63,8 +63,8 @@ class CrossEntropy(Function):
         probs = np.exp(log_probs, out=ctx.arena and ctx.buffer(logits, floating=True, kind="saved"))
         ctx.save_for_backward(probs, targets)
         picked = log_probs[np.arange(n), targets]
-        return np.divide(np.add.reduce(picked), -n,   # -mean, in fewer calls
-                         out=ctx.arena and ctx.buffer(shape=(), dtype=picked.dtype))
+        return kernels.divide_total(np.add.reduce(picked), -n,   # -mean, in fewer calls
+                                    out=ctx.arena and ctx.buffer(shape=(), dtype=picked.dtype))
 
     @staticmethod
     def backward(ctx, grad_output):
@@ -93,7 +93,8 @@ class MSE(Function):
     @staticmethod
     def backward(ctx, grad_output):
         (diff,) = ctx.saved_tensors
-        grad = np.multiply(diff, 2 * grad_output / diff.size, out=ctx.arena and ctx.buffer(diff))
+        grad = np.multiply(diff, 2 * grad_output / diff.size, out=ctx.arena and ctx.buffer(diff),
+                           dtype=diff.dtype)
         return grad, np.negative(grad, out=ctx.arena and ctx.buffer(grad))
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..function import Function, register
-from ..kernels import max_backward
+from ..kernels import divide_total, max_backward
 
 _AXIS_RULE = "axis must be None, an int or a tuple of ints within the input's dimensions"
 _AXIS_FIX = "check x.shape and pick an axis in range(-x.ndim, x.ndim)"
@@ -59,7 +59,7 @@ class Mean(Function):
 
     @staticmethod
     def backward(ctx, grad_output):
-        grad = _expand(grad_output, ctx.axes, ctx.keepdims) / ctx.count
+        grad = divide_total(_expand(grad_output, ctx.axes, ctx.keepdims), ctx.count)
         return np.broadcast_to(grad, ctx.shape)
 
 

@@ -1,9 +1,10 @@
-"""Scenarios whose trace documents are pinned byte for byte in this folder (see
-tests/test_trace_golden.py): a refactor of minigrad/trace.py must leave every one unchanged.
+"""Scenarios whose trace documents are pinned in this folder (see tests/test_trace_golden.py):
+a refactor of minigrad/trace.py must leave every one unchanged, every field exactly but the
+floats, which must agree within their dtype's tolerance (tests/golden.py).
 
 Each scenario returns a list of documents: several when a trace is read half way (the stepper
 reads it after every step), one otherwise. Regenerate the fixtures only when the document is
-meant to change:  python tests/trace_golden/scenarios.py
+meant to change, from the repository root:  .venv/bin/python tests/trace_golden/scenarios.py
 """
 from __future__ import annotations
 
@@ -168,5 +169,5 @@ def fixture(scenario) -> pathlib.Path:
 
 if __name__ == "__main__":
     for scenario in SCENARIOS:
-        fixture(scenario).write_text(dump(scenario()))
+        fixture(scenario).write_text(dump(scenario()), encoding="utf-8")
         print("wrote", fixture(scenario).name)
