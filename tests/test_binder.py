@@ -56,7 +56,7 @@ def test_binder_requirements_postbuild_and_lesson_00(tmp_path):
     assert sorted(p.name for p in (repo / "student").glob("*.ipynb")) == \
            sorted(p.name for p in (repo / "lessons").glob("*.ipynb"))
     assert not any("### BEGIN SOLUTION" in p.read_text() for p in (repo / "student").iterdir())
-    config = prefix / "etc" / "jupyter" / "jupyter_server_config.d" / "minigrad-lessons.json"
+    config = prefix / "etc" / "jupyter" / "jupyter_server_config.json"
     assert "[0-9][0-9]_*.md" in json.loads(config.read_text())["ContentsManager"]["hide_globs"]
 
     # lesson 00 runs headless in the image's own Python
