@@ -86,11 +86,12 @@ SOLVED: set = set()
 
 def solved(check) -> bool:
     """Whether `check` (a check function or its name) has passed in this kernel. A lesson shows
-    the library's own solution only then; until then this prints what unlocks the cell, so
-    Run All in a student copy gives nothing away."""
+    what would give the exercise away (the library's own solution, a drawing of the answer)
+    only then; until then this prints what unlocks the cell, so Run All in a student copy
+    gives nothing away."""
     name = getattr(check, "__name__", check)
     if name in SOLVED:
         return True
-    print(f"(this cell shows the library's version once {name} passes: finish the exercise, "
-          f"run its check, then run this cell again)")
+    print(f"(this cell would give the exercise away, so it shows its output once {name} "
+          f"passes: finish the exercise, run its check, then run this cell again)")
     return False

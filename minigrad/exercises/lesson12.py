@@ -20,9 +20,9 @@ from ._report import StudentError, call, call_own, failed, passed
 CHECK = "check_rmsnorm_backward"
 LIBRARY = (kernels.rmsnorm_backward, kernels.rmsnorm_backward_xhat)   # the answer, written out
 EPS = 1e-6
-HINT = ("x reaches y twice: directly in x_hat = x * rstd, and through rstd, which depends on "
-        "every x of the row (d rstd / d x_j = -rstd**3 * x_j / D). Add the two paths; d_weight "
-        "sums d_y * x_hat over the rows",
+HINT = ("x reaches y twice: directly (the normalised row x_hat is x times rstd), and through "
+        "rstd, which depends on every x of the row (d rstd / d x_j = -rstd**3 * x_j / D). Add "
+        "the two paths; d_weight sums d_y times x_hat over the rows",
         "with g = d_y * weight (the gradient of x_hat): the direct path gives rstd * g, the path "
         "through rstd gives -rstd * x_hat * (a mean over the row of g * x_hat); d_weight has "
         "shape (D,)",
