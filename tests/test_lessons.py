@@ -190,3 +190,9 @@ def test_make_student_keeps_a_students_work_and_writes_what_is_missing(tmp_path)
         assert "### BEGIN SOLUTION" not in path.read_text(encoding="utf-8")
     copy = json.loads((tmp_path / LESSONS[0].name).read_text(encoding="utf-8"))
     assert json.loads(LESSONS[0].read_text(encoding="utf-8"))["cells"] == copy["cells"]
+    # a copy of an older version of its lesson is kept too, with a note saying so
+    copy["metadata"]["minigrad"]["lesson_version"] = "an older lesson"
+    (tmp_path / LESSONS[0].name).write_text(json.dumps(copy), encoding="utf-8")
+    out = subprocess.run(run, check=True, capture_output=True, text=True).stdout
+    assert "the lesson changed since" in out.splitlines()[0]
+    assert "the lesson changed since" not in out.splitlines()[3]

@@ -88,8 +88,9 @@ def is_stale(copy_path: pathlib.Path, lesson: dict) -> bool:
 
 def main(argv: list[str]) -> None:
     solutions = "--solutions" in argv
-    lessons, out = ([a for a in argv if a != "--solutions"] + ["lessons", "student"])[:2]
-    if not out or pathlib.Path(out).resolve() == pathlib.Path(lessons).resolve():
+    folders = [a for a in argv if a != "--solutions"]
+    lessons, out = (folders + ["lessons", "student"][len(folders):])[:2]
+    if pathlib.Path(out).resolve() == pathlib.Path(lessons).resolve():
         raise SystemExit("make_student: the copies need a folder of their own, not the lessons'")
     target = pathlib.Path(out)
     target.mkdir(parents=True, exist_ok=True)
