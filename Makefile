@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip
 
-.PHONY: test test-oldest lab bench student lite clean
+.PHONY: test test-oldest lab teacher bench student lite clean
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -64,15 +64,27 @@ test-oldest: $(OLDEST_VENV)/.installed
 	MINIGRAD_DEBUG=1 PYTHONUTF8=1 PYTHONPATH=$(CURDIR) $(OLDEST_VENV)/bin/python -m pytest -q -m 'not build' \
 	    $(addprefix --ignore=,$(NEEDS_JUPYTER))
 
+# `make lab` opens the student copies (student/, solutions removed), `make teacher` the full
+# lessons with their solutions (solutions/). Both folders are written from lessons/ on first
+# use, are git-ignored, and keep what is in them: running a lesson never changes a tracked
+# file, and a student's work survives the next `make lab`.
 # LAB_ARGS: more options for `jupyter lab` (e.g. LAB_ARGS="--no-browser --port=9999").
 # Jupyter refuses to start as root without --allow-root; in a container one often is root.
-lab: $(VENV)/.lab-installed $(BUNDLE)
+define serve
+	$(PY) tools/make_student.py $(1) lessons $(2)
 	@if [ "$$(id -u)" = 0 ]; then \
-	    echo "make lab: you are root (as in many containers), and Jupyter refuses to run as root" \
+	    echo "make $@: you are root (as in many containers), and Jupyter refuses to run as root" \
 	         "without --allow-root, so it is added. As a normal user it is not needed."; \
 	    root_flag=--allow-root; \
 	fi; \
-	set -x; exec $(VENV)/bin/jupyter lab $$root_flag $(LAB_ARGS) lessons/
+	set -x; exec $(VENV)/bin/jupyter lab $$root_flag $(LAB_ARGS) $(2)/
+endef
+
+lab: $(VENV)/.lab-installed $(BUNDLE)
+	$(call serve,,student)
+
+teacher: $(VENV)/.lab-installed $(BUNDLE)
+	$(call serve,--solutions,solutions)
 
 bench: $(VENV)/.bench-installed
 	$(PY) benchmarks/chain.py
@@ -84,9 +96,9 @@ bench: $(VENV)/.bench-installed
 	$(PY) benchmarks/checkpoint.py
 	$(PY) benchmarks/transformer.py
 
-# Student copies of the lessons (solutions replaced by `raise NotImplementedError()`).
-student: $(VENV)/.test-installed
-	$(PY) tools/make_student.py lessons student
+# Only the student copies, without starting anything: needs python3 alone (no venv).
+student:
+	$(PYTHON) tools/make_student.py lessons student
 
 # A JupyterLite site (Python in the browser, no server) with the lessons and the minigrad wheel.
 LITE_VENV := .venv-lite
@@ -99,4 +111,4 @@ lite: $(LITE_VENV)/.installed $(BUNDLE)
 	$(LITE_VENV)/bin/python tools/build_lite.py build/lite
 
 clean:
-	rm -rf $(VENV) .venv-lite $(OLDEST_VENV) build dist *.egg-info .pytest_cache .hypothesis student
+	rm -rf $(VENV) .venv-lite $(OLDEST_VENV) build dist *.egg-info .pytest_cache .hypothesis

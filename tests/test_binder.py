@@ -51,12 +51,13 @@ def test_binder_requirements_postbuild_and_lesson_00(tmp_path):
     out = subprocess.run([str(bin_dir / "python"), "-c", probe], cwd=tmp_path, env=env,
                          capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "True"
-    # student copies were written and the lab setting that opens .md lessons as notebooks
+    # student copies were written (what every Binder link opens), and the server setting that
+    # hides the lessons' paired .md files from the file browser is installed
     assert sorted(p.name for p in (repo / "student").glob("*.ipynb")) == \
            sorted(p.name for p in (repo / "lessons").glob("*.ipynb"))
-    settings = prefix / "share" / "jupyter" / "lab" / "settings" / "overrides.json"
-    assert "Jupytext Notebook" in json.loads(settings.read_text())[
-        "@jupyterlab/docmanager-extension:plugin"]["defaultViewers"]["markdown"]
+    assert not any("### BEGIN SOLUTION" in p.read_text() for p in (repo / "student").iterdir())
+    config = prefix / "etc" / "jupyter" / "jupyter_server_config.json"
+    assert "[0-9][0-9]_*.md" in json.loads(config.read_text())["ContentsManager"]["hide_globs"]
 
     # lesson 00 runs headless in the image's own Python
     executed = tmp_path / "00_welcome.out.ipynb"

@@ -10,7 +10,7 @@ import time
 
 import numpy as np
 
-from ._report import StudentError, call, failed, passed
+from ._report import StudentError, call_own, failed, passed
 
 CHAIN_LENGTH = 10_000
 RANDOM_GRAPHS = 30
@@ -160,7 +160,7 @@ def check_topo_sort(topo_sort) -> bool:
         reference = topo_order(loss.grad_fn)
         start = time.perf_counter()
         try:
-            result = call(topo_sort, loss)
+            result = call_own(topo_sort, (topo_order,), loss)
         except StudentError as exc:
             hint = ("Python allows about 1,000 nested calls: replace the recursion with a loop "
                     "over an explicit stack (a list you append to and pop from)"

@@ -16,6 +16,14 @@ from ._report import StudentError, call, failed, passed
 
 CHECK = "check_softplus"
 EDGES = np.array([-800.0, -40.0, -1e-8, 0.0, 1e-8, 40.0, 800.0])
+EDGE_HINTS = (   # graded: the idea first, the formula only after more failing runs
+    "an overflow is harmless when the inf can only lead to the right limit and fatal when it "
+    "meets another inf or a 0. In your formula, which exp is inf at a = 800, which at a = -800, "
+    "and what does each one meet?",
+    "at a = 800, np.exp(a) is inf and inf / inf is nan. Write the sigmoid so that the only exp "
+    "that can overflow stands alone in a denominator: 1 / (1 + inf) = 0 is the right limit",
+    "1 / (1 + np.exp(-a)): at a = -800 it is 1 / inf = 0, the right limit, and at a = 800 it "
+    "is 1 / (1 + 0) = 1")
 
 
 def _sigmoid(a: np.ndarray) -> np.ndarray:
@@ -57,8 +65,6 @@ def check_softplus(Softplus) -> bool:
         i = int(np.argmax(bad))
         return failed(CHECK, case, f"at a = {EDGES[i]:g} your gradient is {float(got[i]):.6g}, "
                                    f"the exact value is {float(want[i]):.6g}.",
-                      "at a = 800, np.exp(a) is inf and inf / inf is nan. Write the sigmoid so "
-                      "that an overflow can only give the right limit: 1 / (1 + np.exp(-a)) is "
-                      "1 / inf = 0 at a = -800")
+                      EDGE_HINTS)
     return passed(CHECK, "gradcheck on 3 random float64 inputs, and the exact gradient at "
                          "0, +-1e-8, +-40 and +-800")

@@ -18,8 +18,43 @@ CHECK = "check_reverse_loop"
 N_FUNCTIONS = 40
 
 
+class _Walked(list):
+    """tape.instrs as the check hands it out: notes the direction the student walks it in."""
+    forward = reverse = False
+
+    def __iter__(self):
+        self.forward = True
+        return super().__iter__()
+
+    def __reversed__(self):
+        self.reverse = True
+        return super().__reversed__()
+
+
+START_HINTS = (   # graded: the idea first, the steps only after more failing runs
+    "out's own grad is 1; every other grad is built by undoing the recorded instructions, "
+    "newest first, each one passing its output's grad on to its inputs",
+    "seed the grad of out with 1.0, walk tape.instrs from the end, and for each instruction "
+    "whose output has a grad, let its rule (RULES[instr.op].backward) turn that grad into its "
+    "inputs' grads, which you add in")
+FORWARD_HINT = ("your loop walks tape.instrs in recording order. Backward must undo them newest "
+                "first: an instruction's output grad is complete only after every later "
+                "instruction that reads it has run. Loop over reversed(tape.instrs)")
+
+
 class _CheckTape(Tape):
     """A tape whose backward is off, so the gradients must come from the student's loop."""
+
+    walks: list
+
+    @property
+    def instrs(self) -> list:
+        walked = _Walked(super().instrs)
+        self.__dict__.setdefault("walks", []).append(walked)
+        return walked
+
+    def walked_forward(self) -> bool:
+        return any(w.forward and not w.reverse for w in self.__dict__.get("walks", []))
 
     def backward(self, out, retain=False, plain=False):
         raise RuntimeError("tape.backward is switched off in this check: write the loop yourself")
@@ -81,10 +116,7 @@ def check_reverse_loop(reverse_loop) -> bool:
         try:
             call(reverse_loop, tape, out)
         except StudentError as err:
-            return failed(CHECK, case, err.description,
-                          "seed tape.grads[out] = 1.0, then for instr in reversed(tape.instrs): "
-                          "read the output's grad, call RULES[instr.op].backward and add each "
-                          "input grad in")
+            return failed(CHECK, case, err.description, START_HINTS)
         vs, _, eager_out, _ = random_function(
             seed, lambda v: create_leaf(v, requires_grad=True), create_leaf)
         eager_out.backward()
@@ -94,12 +126,14 @@ def check_reverse_loop(reverse_loop) -> bool:
             if (got is None) != (want is None):
                 return failed(CHECK, case, f"var {k} (slot {x.index}): your grad is {got}, the "
                                            f"eager engine gives {want}.",
+                              FORWARD_HINT if tape.walked_forward() else
                               "a var the output does not depend on keeps grad None; one it does "
                               "depend on gets one: skip an instruction whose output grad is None, "
                               "run every other")
             if got is not None and not np.isclose(got, want, rtol=1e-10, atol=1e-12):
                 return failed(CHECK, case, f"var {k} (slot {x.index}): your grad is {got:.10g}, "
                                            f"the eager engine gives {want:.10g}.",
+                              FORWARD_HINT if tape.walked_forward() else
                               "add into a grad that is already there (a slot read twice, as in "
                               "x * x, gets two contributions); never overwrite it")
         written = [i for i, g in enumerate(tape.grads)
