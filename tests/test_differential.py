@@ -1,0 +1,237 @@
+"""The differential harness: the same random programs through every engine (eager pending and
+topo, heap / Arena / Pool, checkpointed segments, TensorTape and the scalar Tape where the ops
+exist, aot save-all and recompute plans run twice with new data), against float64 central
+differences. Programs, ops and engines: differential.py, differential_ops.py, differential_engines.py.
+
+Properties:
+  (a) finite float64 programs: every engine agrees with the numpy reference loss (rtol 1e-9),
+      with central differences (rtol 1e-4, atol 1e-5; skipped only where an input sits within
+      1e-3 of a kink: relu at 0, a tie in max) and with eager pending (rtol 1e-8, atol 1e-10);
+  (b) edge values (0, -0, +-inf, nan, huge, tiny): every engine has nan and +-inf in the same
+      places as eager pending (loss and gradients) and the loss's as the numpy reference's;
+  (c) misuse: every engine refuses with a MinigradError that is also a ValueError, TypeError or
+      RuntimeError, whose message says how to fix it; never an answer, never a raw error;
+  (d) an aot plan compiled once gives the eager answer on its first data and on new data;
+      checkpointed segments give the unsegmented gradients (inside (a) and (b));
+  (e) memory the user still holds (copy=False leaves, views of a larger array, index arrays,
+      TensorTape values) overwritten between forward and backward: the clean gradients or a
+      MinigradError, never a different gradient;
+  (f) float16 programs: every engine gives the same dtypes, and gradients near float64
+      central differences (|g - cd| <= 0.05 (1 + max|cd|)), or every engine refuses.
+
+CI runs a fixed, derandomized set of examples. To search longer locally:
+    MINIGRAD_HARNESS_EXAMPLES=2000 MINIGRAD_HARNESS_RANDOM=1 python -m pytest tests/test_differential.py
+(RANDOM=1 draws new examples on each run; a failure prints the program to reproduce it.)
+"""
+import os
+
+import numpy as np
+from hypothesis import HealthCheck, given, settings
+
+import minigrad as mg
+from differential import (ELEMENTWISE, central_differences, new_data, programs, reachable, reference,
+                          run_data)
+from differential_engines import engines_for, run_eager, run_eager_scribbled, run_tensor_tape_scribbled
+
+EXAMPLES = int(os.environ.get("MINIGRAD_HARNESS_EXAMPLES", "0"))
+RANDOM = os.environ.get("MINIGRAD_HARNESS_RANDOM") == "1"
+
+
+def harness(n: int):
+    return settings(max_examples=EXAMPLES or n, deadline=None, derandomize=not RANDOM,
+                    database=None if not RANDOM else settings.default.database,
+                    suppress_health_check=list(HealthCheck))
+
+
+def run_all(program, datas):
+    """name -> [Outcome per data set]; eager pending and the aot plans get every data set."""
+    return {name: run(datas if name == "pending" or name.startswith("aot") else datas[:1])
+            for name, run in engines_for(program).items()}
+
+
+def raised(name, out):
+    return f"{name} raised {type(out.error).__name__}: {out.error}"
+
+
+def close(a, b, rtol, atol):
+    a = np.zeros(np.shape(b)) if a is None else a
+    b = np.zeros(np.shape(a)) if b is None else b
+    return np.shape(a) == np.shape(b) and np.allclose(a, b, rtol=rtol, atol=atol, equal_nan=True)
+
+
+def report(program, problems):
+    return program.describe() + "\n" + "\n".join(problems)
+
+
+# -- (a) finite programs ------------------------------------------------------------------------
+def grad_problems(name, program, out, want, rtol, atol, what):
+    problems = []
+    params = [k for k, leaf in enumerate(program.leaves()) if leaf.requires_grad]
+    for k in params:
+        got = out.grads[k]
+        if k in reachable(program) and name != "scalar_tape" and got is None and want[k] is not None:
+            problems.append(f"{name}: leaf {k} got no gradient")
+        elif not close(got, want[k], rtol, atol):
+            problems.append(f"{name} vs {what}: leaf {k}\n  got  {got}\n  want {want[k]}")
+    return problems
+
+
+def finite_problems(program, results):
+    data = run_data(program)
+    loss, margin = reference(program, data)
+    numeric = central_differences(program, data)
+    base = results["pending"][0]
+    problems = []
+    for name, outs in results.items():
+        out = outs[0]
+        if out.error is not None:
+            problems.append(raised(name, out))
+            continue
+        if not np.isclose(out.loss, loss, rtol=1e-9, atol=1e-9):
+            problems.append(f"{name}: loss {out.loss}, numpy reference {loss}")
+        if margin > 1e-3:
+            problems += grad_problems(name, program, out, numeric, 1e-4, 1e-5, "central differences")
+        if base.error is None:
+            problems += grad_problems(name, program, out, base.grads, 1e-8, 1e-10, "pending")
+    return problems
+
+
+def second_run_problems(results):
+    """(d): a plan run again on new data gives what eager gives on that data."""
+    problems, want = [], results["pending"][1]
+    for name in [n for n in results if n.startswith("aot")]:
+        out = results[name][1]
+        if want.error is not None or out.error is not None:
+            if (want.error is None) != (out.error is None):
+                problems.append(f"{name}, second run: {out.error!r}, eager: {want.error!r}")
+            continue
+        if not np.isclose(out.loss, want.loss, rtol=1e-9, atol=1e-9, equal_nan=True):
+            problems.append(f"{name}, second run: loss {out.loss}, eager {want.loss}")
+        for k, (g, w) in enumerate(zip(out.grads, want.grads)):
+            if not close(g, w, 1e-8, 1e-10):
+                problems.append(f"{name}, second run: leaf {k}\n  got  {g}\n  want {w}")
+    return problems
+
+
+def check_finite(program):
+    results = run_all(program, [run_data(program), new_data(program)])
+    problems = finite_problems(program, results) + second_run_problems(results)
+    assert not problems, report(program, problems)
+
+
+@harness(120)
+@given(programs("finite"))
+def test_finite_programs_agree_in_every_engine_and_with_central_differences(program):
+    check_finite(program)
+
+
+@harness(40)
+@given(programs("finite", ops=ELEMENTWISE))
+def test_finite_elementwise_programs_agree_in_every_engine_and_both_tapes(program):
+    check_finite(program)
+
+
+# -- (b) edge values --------------------------------------------------------------------------------
+def pattern(x):
+    """Where an array is nan, +inf, -inf (0 elsewhere)."""
+    x = np.asarray(x, dtype=np.float64)
+    return np.select([np.isnan(x), np.isposinf(x), np.isneginf(x)], [1, 2, 3], 0)
+
+
+def edge_problems(program, results):
+    base = results["pending"][0]
+    problems = []
+    ref = reference(program, run_data(program))[0]
+    for name, outs in results.items():
+        out = outs[0]
+        if (out.error is None) != (base.error is None) or (
+                out.error is not None and not isinstance(out.error, mg.errors.MinigradError)):
+            problems.append(f"{name}: {out.error!r}; pending: {base.error!r}")
+            continue
+        if out.error is not None:
+            continue
+        if pattern(out.loss) != pattern(ref) or pattern(out.loss) != pattern(base.loss):
+            problems.append(f"{name}: loss {out.loss}, pending {base.loss}, numpy reference {ref}")
+        for k, (g, w) in enumerate(zip(out.grads, base.grads)):
+            if g is None or w is None:
+                continue
+            if np.shape(g) != np.shape(w) or not np.array_equal(pattern(g), pattern(w)):
+                problems.append(f"{name} vs pending: leaf {k} nan/inf differ\n  got  {g}\n  want {w}")
+            elif not close(np.where(pattern(g) == 0, g, 0), np.where(pattern(w) == 0, w, 0), 1e-6, 1e-9):
+                problems.append(f"{name} vs pending: leaf {k}\n  got  {g}\n  want {w}")
+    return problems
+
+
+@harness(80)
+@given(programs("edge"))
+def test_edge_values_give_nan_and_inf_in_the_same_places_in_every_engine(program):
+    with np.errstate(all="ignore"):
+        results = run_all(program, [run_data(program)])
+    problems = edge_problems(program, results)
+    assert not problems, report(program, problems)
+
+
+# -- (c) misuse --------------------------------------------------------------------------------------
+@harness(60)
+@given(programs("misuse", max_steps=2))
+def test_misuse_is_refused_by_every_engine_with_a_clear_error(program):
+    results = run_all(program, [run_data(program)])
+    problems = []
+    for name, outs in results.items():
+        error = outs[0].error
+        if error is None:
+            problems.append(f"{name} gave loss {outs[0].loss} and grads {outs[0].grads}, no error")
+        elif not isinstance(error, mg.errors.MinigradError) or \
+                not isinstance(error, (ValueError, TypeError, RuntimeError)):
+            problems.append(f"{name}: a raw {type(error).__name__}: {error}")
+        elif "fix" not in str(error).lower():
+            problems.append(f"{name}: {type(error).__name__} says no fix: {error}")
+    assert not problems, report(program, problems)
+
+
+# -- (e) memory the user holds, overwritten between forward and backward ----------------------------
+@harness(60)
+@given(programs("finite"))
+def test_overwriting_user_memory_after_forward_never_changes_the_gradient(program):
+    data = run_data(program)
+    clean = run_eager(program, data)
+    runs = {"eager copy=False": run_eager_scribbled(program, data)}
+    if "tensor_tape" in engines_for(program):
+        runs["tensor_tape"] = run_tensor_tape_scribbled(program, data)
+    problems = []
+    for name, out in runs.items():
+        if out.error is not None:
+            if not isinstance(out.error, mg.errors.MinigradError):
+                problems.append(raised(name, out))
+            continue
+        for k, (g, w) in enumerate(zip(out.grads, clean.grads)):
+            if not close(g, w, 1e-9, 1e-12):
+                problems.append(f"{name}: leaf {k} changed silently\n  got  {g}\n  want {w}")
+    assert not problems, report(program, problems)
+
+
+# -- (f) float16 ------------------------------------------------------------------------------------
+@harness(60)
+@given(programs("f16", max_steps=4))
+def test_float16_programs_agree_in_dtype_and_value_or_are_refused_everywhere(program):
+    with np.errstate(all="ignore"):
+        results = run_all(program, [run_data(program)])
+    outs = {name: o[0] for name, o in results.items()}
+    errors = {name: o.error for name, o in outs.items() if o.error is not None}
+    problems = [f"{name}: {e!r}" for name, e in errors.items()
+                if not isinstance(e, mg.errors.MinigradError) or len(errors) != len(outs)]
+    if not errors:
+        numeric = central_differences(program, run_data(program))
+        base = outs["pending"]
+        for name, out in outs.items():
+            if out.loss_dtype != base.loss_dtype:
+                problems.append(f"{name}: loss dtype {out.loss_dtype}, pending {base.loss_dtype}")
+            for k, (g, w, cd) in enumerate(zip(out.grads, base.grads, numeric)):
+                if g is None or cd is None:
+                    continue
+                if w is not None and g.dtype != w.dtype:
+                    problems.append(f"{name}: leaf {k} grad dtype {g.dtype}, pending {w.dtype}")
+                tol = 0.05 * (1 + np.max(np.abs(cd), initial=0))
+                if not np.all(np.abs(g.astype(np.float64) - cd) <= tol):
+                    problems.append(f"{name} vs central differences: leaf {k}\n  got  {g}\n  want {cd}")
+    assert not problems, report(program, problems)
