@@ -24,14 +24,15 @@ EDGE_VALUES = [0.0, -0.0, np.inf, -np.inf, np.nan, 1e308, -1e308, 5e-324, 1.0, -
                710.0, -710.0, 300.0]
 SHAPES = [(), (3,), (4,), (2, 3), (3, 2), (1, 3), (2, 1), (2, 1, 3), (0, 3)]
 POWERS = [0, 1, 2, 3, -1, -2, 0.5, 2.5]
-UNARY = ["neg", "exp", "log", "tanh", "sigmoid", "relu", "silu", "gelu", "pow"]
+UNARY = ["neg", "exp", "log", "tanh", "sigmoid", "relu", "silu", "gelu", "pow", "detach", "no_grad"]
 BINARY = ["add", "sub", "mul", "div"]
 OTHERS = ["sum", "mean", "max", "reshape", "transpose", "broadcast_to", "getitem", "matmul",
           "softmax", "log_softmax", "mse", "cross_entropy", "rmsnorm", "concat", "stack"]
 # the first ones are drawn most often (hypothesis shrinks towards the start of the list)
 ALL_OPS = ["transpose", "pow", "matmul", "mse", "getitem", "rmsnorm", "cross_entropy", "sum", "mean",
            "reshape", "broadcast_to", "softmax", "log_softmax", "max", "concat", "stack", "add",
-           "sub", "mul", "div", "neg", "exp", "log", "tanh", "sigmoid", "relu", "silu", "gelu"]
+           "sub", "mul", "div", "neg", "exp", "log", "tanh", "sigmoid", "relu", "silu", "gelu",
+           "mse_broadcast", "detach", "no_grad"]
 F16_OPS = ["rmsnorm", "matmul", "softmax", "mse", "sum", "mean", "add", "sub", "mul", "neg", "tanh",
            "sigmoid", "exp", "reshape", "transpose"]
 ELEMENTWISE = ["pow", "add", "sub", "mul", "div", "neg", "exp", "log", "tanh", "sigmoid", "relu"]
@@ -124,15 +125,32 @@ def central_differences(program: Program, data: list, eps: float = 1e-6) -> list
     return grads
 
 
-def reachable(program: Program) -> set:
-    """Indices (among the leaves) of the leaves the loss depends on, by graph structure."""
-    seen, todo = set(), [i for i, _ in program.outputs]
+def grad_nodes(program: Program) -> set:
+    """Indices of the nodes whose value requires grad (detach and no_grad cut the flow)."""
+    needs = set()
+    for k, node in enumerate(program.nodes):
+        if isinstance(node, Leaf):
+            if node.requires_grad and node.array.dtype.kind == "f":
+                needs.add(k)
+        elif not OPS[node.op].stops_grad and needs & set(node.inputs):
+            needs.add(k)
+    return needs
+
+
+def depends_on(program: Program, roots) -> set:
+    """The nodes the roots are computed from (themselves included), through grad-carrying steps."""
+    needs, seen, todo = grad_nodes(program), set(), list(roots)
     while todo:
         i = todo.pop()
-        if i not in seen:
+        if i not in seen and i in needs:
             seen.add(i)
-            node = program.nodes[i]
-            todo.extend(node.inputs if isinstance(node, Step) else ())
+            todo.extend(program.nodes[i].inputs if isinstance(program.nodes[i], Step) else ())
+    return seen
+
+
+def reachable(program: Program) -> set:
+    """Indices (among the leaves) of the leaves whose gradient the loss reaches."""
+    seen = depends_on(program, [i for i, _ in program.outputs])
     leaf_ids = [i for i, n in enumerate(program.nodes) if isinstance(n, Leaf)]
     return {k for k, i in enumerate(leaf_ids) if i in seen}
 
@@ -341,6 +359,16 @@ def draw_mse(b):
     return b.step("mse", [a, target])
 
 
+def draw_mse_broadcast(b):
+    """mse of a prediction and a target of another shape that broadcasts with it."""
+    a = b.pick(lambda s: len(s) >= 1)
+    if a is None:
+        return None
+    s = b.shape(a)
+    target = b.draw(st.sampled_from([s[:-1] + (1,), s[1:], s[:-1] + (3,) if s[-1] == 1 else (2,) + s]))
+    return b.step("mse_broadcast", [a, b.leaf(target, requires_grad=b.draw(st.booleans()))])
+
+
 def draw_cross_entropy(b):
     logits = b.pick(lambda s: len(s) == 2 and s[0] > 0 and s[1] > 0)
     if logits is None:
@@ -375,7 +403,7 @@ OTHER_DRAWS = {
     "reshape": draw_reshape, "transpose": draw_transpose, "broadcast_to": draw_broadcast_to,
     "getitem": draw_getitem, "matmul": draw_matmul, "softmax": draw_along_axis("softmax"),
     "log_softmax": draw_along_axis("log_softmax"), "mse": draw_mse,
-    "cross_entropy": draw_cross_entropy, "rmsnorm": draw_rmsnorm,
+    "cross_entropy": draw_cross_entropy, "mse_broadcast": draw_mse_broadcast, "rmsnorm": draw_rmsnorm,
     "concat": draw_join("concat"), "stack": draw_join("stack"),
 }
 
@@ -418,6 +446,18 @@ def finish(b: Builder, misuse) -> Program:
         first_param = next(i for i, node in enumerate(b.nodes) if isinstance(node, Leaf) and node.requires_grad)
         program = program._replace(outputs=program.outputs + ((first_param, np.ones(b.shape(first_param), dtype=outputs[0][1].dtype)),))
     return program
+
+
+def written(mode: str, *nodes, segment=(0, 1)) -> Program:
+    """A program written out by hand (a known case every run must include): nodes are Leaf and
+    Step; the loss reads the last node, with a fixed probe of mixed sign."""
+    last = node_values(Program(mode, nodes, (), segment), [n.array for n in nodes if isinstance(n, Leaf)])[0][-1] \
+        if mode != "misuse" else np.zeros(())
+    rng = np.random.default_rng(0)
+    probe = np.asarray(rng.uniform(0.5, 1.5, last.shape) * rng.choice([-1, 1], last.shape),
+                       dtype=np.float16 if mode == "f16" else np.float64)
+    return Program(mode, tuple(nodes), ((len(nodes) - 1, probe if mode != "misuse" else np.array(1.0)),),
+                   segment, "written" if mode == "misuse" else None)
 
 
 # -- misuse: one step that breaks a rule; every engine must refuse it ------------------------------

@@ -26,6 +26,12 @@ class Op(NamedTuple):
     aot: bool = True
     tensor_tape: bool = False
     kink: Callable | None = None
+    stops_grad: bool = False     # detach, no_grad: central differences see through them
+
+
+def scaled_without_grad(a):
+    with mg.no_grad():
+        return a * 2.0
 
 
 # -- the scalar tape on object arrays ---------------------------------------------------------
@@ -152,6 +158,10 @@ OPS = {
               lambda a, b: tape_mean(obj((a - b) * (a - b)), None, False)),
     "cross_entropy": Op(mg.cross_entropy, ref_cross_entropy, ce_tape),
     "rmsnorm": Op(mg.rmsnorm, ref_rmsnorm, rms_tape),
+    # the same mse, drawn with a target of another shape (refused, or right in every engine)
+    "mse_broadcast": Op(mg.mse, lambda a, b: np.mean((a - b) ** 2)),
+    "detach": Op(lambda a: a.detach(), lambda a: a, stops_grad=True),
+    "no_grad": Op(scaled_without_grad, lambda a: a * 2.0, stops_grad=True),
     "concat": Op(lambda a, b, axis: mg.concat([a, b], axis=axis),
                  lambda a, b, axis: np.concatenate([a, b], axis=axis),
                  lambda a, b, axis: np.concatenate([a, b], axis=axis), aot=False),

@@ -31,6 +31,7 @@ from hypothesis import HealthCheck, given, settings
 import minigrad as mg
 from differential import (ELEMENTWISE, central_differences, new_data, programs, reachable, reference,
                           run_data)
+from differential_ops import OPS
 from differential_engines import engines_for, run_eager, run_eager_scribbled, run_tensor_tape_scribbled
 
 EXAMPLES = int(os.environ.get("MINIGRAD_HARNESS_EXAMPLES", "0"))
@@ -89,7 +90,7 @@ def finite_problems(program, results):
             continue
         if not np.isclose(out.loss, loss, rtol=1e-9, atol=1e-9):
             problems.append(f"{name}: loss {out.loss}, numpy reference {loss}")
-        if margin > 1e-3:
+        if margin > 1e-3 and not any(OPS[op].stops_grad for op in program.ops()):
             problems += grad_problems(name, program, out, numeric, 1e-4, 1e-5, "central differences")
         if base.error is None:
             problems += grad_problems(name, program, out, base.grads, 1e-8, 1e-10, "pending")
@@ -113,8 +114,15 @@ def second_run_problems(results):
     return problems
 
 
+def refused_everywhere(results) -> bool:
+    return all(isinstance(outs[0].error, mg.errors.MinigradError) and "fix" in str(outs[0].error).lower()
+               for outs in results.values())
+
+
 def check_finite(program):
     results = run_all(program, [run_data(program), new_data(program)])
+    if "mse_broadcast" in program.ops() and refused_everywhere(results):
+        return   # a target of another shape: refusing it everywhere is a rule, not a failure
     problems = finite_problems(program, results) + second_run_problems(results)
     assert not problems, report(program, problems)
 
