@@ -26,10 +26,10 @@ CI runs a fixed, derandomized set of examples. To search longer locally:
 import os
 
 import numpy as np
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 
 import minigrad as mg
-from differential import (ELEMENTWISE, central_differences, new_data, programs, reachable, reference,
+from differential import (ELEMENTWISE, Leaf, Step, central_differences, written, new_data, programs, reachable, reference,
                           run_data)
 from differential_ops import OPS
 from differential_engines import engines_for, run_eager, run_eager_scribbled, run_tensor_tape_scribbled
@@ -41,7 +41,67 @@ RANDOM = os.environ.get("MINIGRAD_HARNESS_RANDOM") == "1"
 def harness(n: int):
     return settings(max_examples=EXAMPLES or n, deadline=None, derandomize=not RANDOM,
                     database=None if not RANDOM else settings.default.database,
-                    suppress_health_check=list(HealthCheck))
+                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
+                                           HealthCheck.filter_too_much, HealthCheck.large_base_example])
+
+
+def with_examples(cases):
+    """Run these written programs first, every time (the cases issue 24 names)."""
+    def decorate(test):
+        for case in reversed(cases):
+            test = example(case)(test)
+        return test
+    return decorate
+
+
+F16, F32 = np.float16, np.float32
+ROW = np.array([0.5, -1.0, 2.0])
+KNOWN_FINITE = [
+    # transpose with negative axes on a (3, 3, 3) array: a wrong gradient (eager and aot)
+    written("finite", Leaf(np.arange(27.0).reshape(3, 3, 3) / 10 - 1.3, True),
+            Step("transpose", (0,), {"axes": (1, 0, -1)})),
+    # x ** 0 at x = 0: the gradient is 0 (it was nan; the scalar tape raised)
+    written("finite", Leaf(np.array([0.0, 1.5, -2.0]), True), Step("pow", (0,), {"p": 0})),
+    # 1-D @ 1-D: backward raised an AxisError
+    written("finite", Leaf(ROW, True), Leaf(np.array([1.0, 0.25, -0.5]), True),
+            Step("matmul", (0, 1), {})),
+    # mse with a (3, 1) prediction and a (3, 4) target: aot's gradient came back (3, 4)
+    written("finite", Leaf(np.array([[0.5], [-1.0], [2.0]]), True),
+            Leaf(np.linspace(-1, 1, 12).reshape(3, 4), False), Step("mse_broadcast", (0, 1), {})),
+    # detach and no_grad inside a captured function: aot froze them at the capture-time data
+    written("finite", Leaf(ROW, True), Step("detach", (0,), {}), Leaf(ROW[::-1].copy(), True),
+            Step("mul", (1, 2), {})),
+    written("finite", Leaf(ROW, True), Step("no_grad", (0,), {}), Leaf(ROW[::-1].copy(), True),
+            Step("mul", (1, 2), {})),
+]
+KNOWN_EDGE = [
+    written("edge", Leaf(np.array([0.0, -0.0, np.inf, np.nan]), True), Step("pow", (0,), {"p": 0})),
+    # the mean of an empty batch is nan (0/0) in eager and numpy
+    written("edge", Leaf(np.zeros((0, 3)), True), Step("mean", (0,), {"axis": None, "keepdims": False})),
+]
+KNOWN_MISUSE = [
+    # mse of a (4, 1) prediction and a (4,) target: 16 terms instead of 4
+    written("misuse", Leaf(np.ones((4, 1)), True), Leaf(np.arange(4.0), False), Step("mse", (0, 1), {})),
+    # a plan compiled on good targets, run with -1 (silently the last class) and 4 (IndexError)
+    written("misuse", Leaf(np.ones((3, 4)), True),
+            Leaf(np.array([0, 2, 1]), False, np.array([0, -1, 1])), Step("cross_entropy", (0, 1), {})),
+    written("misuse", Leaf(np.ones((3, 4)), True),
+            Leaf(np.array([0, 2, 1]), False, np.array([0, 4, 1])), Step("cross_entropy", (0, 1), {})),
+]
+KNOWN_OVERWRITES = [
+    # saved arrays that are views of the caller's array (and TensorTape values)
+    written("finite", Leaf(ROW, True), Leaf(np.array([1.0, 0.25, -0.5]), True), Step("mul", (0, 1), {})),
+    # an index array kept by reference
+    written("finite", Leaf(np.array([0.5, -1.0, 2.0, 0.25]), True),
+            Step("getitem", (0,), {"index": np.array([0, 2, 2])}), Step("mul", (1, 1), {})),
+]
+KNOWN_F16 = [
+    # float16 rmsnorm of |x| ~ 300 overflowed (0 instead of +-1); f16 x with an f32 or f16 weight
+    written("f16", Leaf(np.array([[300.0, -300.0, 300.0]], dtype=F16), True),
+            Leaf(np.array([1.0, 0.5, 2.0], dtype=F32), True), Step("rmsnorm", (0, 1), {})),
+    written("f16", Leaf(np.array([[300.0, -300.0, 300.0]], dtype=F16), True),
+            Leaf(np.array([1.0, 0.5, 2.0], dtype=F16), True), Step("rmsnorm", (0, 1), {})),
+]
 
 
 def run_all(program, datas):
@@ -127,8 +187,9 @@ def check_finite(program):
     assert not problems, report(program, problems)
 
 
-@harness(120)
+@harness(200)
 @given(programs("finite"))
+@with_examples(KNOWN_FINITE)
 def test_finite_programs_agree_in_every_engine_and_with_central_differences(program):
     check_finite(program)
 
@@ -170,8 +231,9 @@ def edge_problems(program, results):
     return problems
 
 
-@harness(80)
+@harness(100)
 @given(programs("edge"))
+@with_examples(KNOWN_EDGE)
 def test_edge_values_give_nan_and_inf_in_the_same_places_in_every_engine(program):
     with np.errstate(all="ignore"):
         results = run_all(program, [run_data(program)])
@@ -182,6 +244,7 @@ def test_edge_values_give_nan_and_inf_in_the_same_places_in_every_engine(program
 # -- (c) misuse --------------------------------------------------------------------------------------
 @harness(60)
 @given(programs("misuse", max_steps=2))
+@with_examples(KNOWN_MISUSE)
 def test_misuse_is_refused_by_every_engine_with_a_clear_error(program):
     results = run_all(program, [run_data(program)])
     problems = []
@@ -200,6 +263,7 @@ def test_misuse_is_refused_by_every_engine_with_a_clear_error(program):
 # -- (e) memory the user holds, overwritten between forward and backward ----------------------------
 @harness(60)
 @given(programs("finite"))
+@with_examples(KNOWN_OVERWRITES)
 def test_overwriting_user_memory_after_forward_never_changes_the_gradient(program):
     data = run_data(program)
     clean = run_eager(program, data)
@@ -221,6 +285,7 @@ def test_overwriting_user_memory_after_forward_never_changes_the_gradient(progra
 # -- (f) float16 ------------------------------------------------------------------------------------
 @harness(60)
 @given(programs("f16", max_steps=4))
+@with_examples(KNOWN_F16)
 def test_float16_programs_agree_in_dtype_and_value_or_are_refused_everywhere(program):
     with np.errstate(all="ignore"):
         results = run_all(program, [run_data(program)])
