@@ -26,8 +26,6 @@ SHAPES = [(), (3,), (4,), (2, 3), (3, 2), (1, 3), (2, 1), (2, 1, 3), (0, 3)]
 POWERS = [0, 1, 2, 3, -1, -2, 0.5, 2.5]
 UNARY = ["neg", "exp", "log", "tanh", "sigmoid", "relu", "silu", "gelu", "pow", "detach", "no_grad"]
 BINARY = ["add", "sub", "mul", "div"]
-OTHERS = ["sum", "mean", "max", "reshape", "transpose", "broadcast_to", "getitem", "matmul",
-          "softmax", "log_softmax", "mse", "cross_entropy", "rmsnorm", "concat", "stack"]
 # the first ones are drawn most often (hypothesis shrinks towards the start of the list)
 ALL_OPS = ["transpose", "pow", "matmul", "mse", "getitem", "rmsnorm", "cross_entropy", "sum", "mean",
            "reshape", "broadcast_to", "softmax", "log_softmax", "max", "concat", "stack", "add",
@@ -184,7 +182,8 @@ class Builder:
         if self.mode == "edge":
             return self.draw(st.lists(st.sampled_from(EDGE_VALUES + [0.5, -1.5]),
                                       min_size=int(np.prod(shape)), max_size=int(np.prod(shape))))
-        return self.draw(st.lists(st.floats(-2, 2, allow_subnormal=False, width=16 if dtype == np.float16 else 64),
+        width = 16 if dtype == np.float16 else 64
+        return self.draw(st.lists(st.floats(-2, 2, allow_subnormal=False, width=width),
                                   min_size=int(np.prod(shape)), max_size=int(np.prod(shape))))
 
     def leaf(self, shape, requires_grad=True, array=None) -> int:
@@ -199,7 +198,7 @@ class Builder:
 
     def pick(self, accept=lambda shape: True):
         """A float node whose shape accept()s (integer leaves are only class targets)."""
-        fits = [i for i in range(len(self.nodes)) if self.values[i].dtype.kind == "f" and accept(self.shape(i))]
+        fits = [i for i, v in enumerate(self.values) if v.dtype.kind == "f" and accept(v.shape)]
         return self.draw(st.sampled_from(fits)) if fits else None
 
     def step(self, op: str, inputs, **attrs):
@@ -428,36 +427,40 @@ def programs(draw, mode: str = "finite", ops=None, max_steps: int = 6):
     return finish(b, misuse)
 
 
+def probe(shape, mode: str, seed: int) -> np.ndarray:
+    """Fixed weights of mixed sign for a node's elements in the loss."""
+    rng = np.random.default_rng(seed)
+    return np.asarray(rng.uniform(0.5, 1.5, shape) * rng.choice([-1, 1], shape),
+                      dtype=np.float16 if mode == "f16" else np.float64)
+
+
 def finish(b: Builder, misuse) -> Program:
     draw, n = b.draw, len(b.nodes)
-    if misuse:
+    if misuse:   # the loss is the misused op's result, whatever its shape
         outputs = [(n - 1, np.array(1.0))]
     else:
         steps = [i for i in range(n) if isinstance(b.nodes[i], Step)] or [0]
         chosen = sorted(set(draw(st.lists(st.sampled_from(steps), min_size=1, max_size=2))))
-        rng = np.random.default_rng(draw(st.integers(0, 2**16)))
-        dtype = np.float16 if b.mode == "f16" else np.float64
-        outputs = [(i, np.asarray(rng.uniform(0.5, 1.5, b.shape(i)) * rng.choice([-1, 1], b.shape(i)), dtype=dtype))
-                   for i in chosen]
+        seed = draw(st.integers(0, 2**16))
+        outputs = [(i, probe(b.shape(i), b.mode, seed + i)) for i in chosen]
     first = draw(st.integers(0, n - 1))
     segment = (first, draw(st.integers(first + 1, n)))
     program = Program(b.mode, tuple(b.nodes), tuple(outputs), segment, misuse)
-    if not reachable(program) & {k for k, leaf in enumerate(program.leaves()) if leaf.requires_grad}:
-        first_param = next(i for i, node in enumerate(b.nodes) if isinstance(node, Leaf) and node.requires_grad)
-        program = program._replace(outputs=program.outputs + ((first_param, np.ones(b.shape(first_param), dtype=outputs[0][1].dtype)),))
+    params = {k for k, leaf in enumerate(program.leaves()) if leaf.requires_grad}
+    if not reachable(program) & params:   # backward needs something to differentiate
+        first = next(i for i, node in enumerate(b.nodes) if isinstance(node, Leaf) and node.requires_grad)
+        program = program._replace(outputs=program.outputs + ((first, probe(b.shape(first), b.mode, 0)),))
     return program
 
 
 def written(mode: str, *nodes, segment=(0, 1)) -> Program:
     """A program written out by hand (a known case every run must include): nodes are Leaf and
     Step; the loss reads the last node, with a fixed probe of mixed sign."""
-    last = node_values(Program(mode, nodes, (), segment), [n.array for n in nodes if isinstance(n, Leaf)])[0][-1] \
-        if mode != "misuse" else np.zeros(())
-    rng = np.random.default_rng(0)
-    probe = np.asarray(rng.uniform(0.5, 1.5, last.shape) * rng.choice([-1, 1], last.shape),
-                       dtype=np.float16 if mode == "f16" else np.float64)
-    return Program(mode, tuple(nodes), ((len(nodes) - 1, probe if mode != "misuse" else np.array(1.0)),),
-                   segment, "written" if mode == "misuse" else None)
+    if mode == "misuse":
+        return Program(mode, nodes, ((len(nodes) - 1, np.array(1.0)),), segment, "written")
+    data = [n.array for n in nodes if isinstance(n, Leaf)]
+    last = node_values(Program(mode, nodes, (), segment), data)[0][-1]
+    return Program(mode, nodes, ((len(nodes) - 1, probe(last.shape, mode, 0)),), segment)
 
 
 # -- misuse: one step that breaks a rule; every engine must refuse it ------------------------------
@@ -477,7 +480,8 @@ def _reshape_wrong_size(b):
 
 def _transpose_bad_axes(b):
     a = b.leaf((2, 3))
-    b.nodes.append(Step("transpose", (a,), {"axes": b.draw(st.sampled_from([(0,), (0, 0), (1, -1), (0, 2)]))}))
+    axes = b.draw(st.sampled_from([(0,), (0, 0), (1, -1), (0, 2)]))
+    b.nodes.append(Step("transpose", (a,), {"axes": axes}))
 
 
 def _sum_axis_out_of_range(b):

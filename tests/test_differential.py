@@ -29,8 +29,8 @@ import numpy as np
 from hypothesis import HealthCheck, example, given, settings
 
 import minigrad as mg
-from differential import (ELEMENTWISE, Leaf, Step, central_differences, written, new_data, programs, reachable, reference,
-                          run_data)
+from differential import (ELEMENTWISE, Leaf, Step, central_differences, new_data, programs,
+                          reachable, reference, run_data, written)
 from differential_ops import OPS
 from differential_engines import engines_for, run_eager, run_eager_scribbled, run_tensor_tape_scribbled
 
@@ -224,7 +224,9 @@ def edge_problems(program, results):
         for k, (g, w) in enumerate(zip(out.grads, base.grads)):
             if g is None or w is None:
                 continue
-            if np.shape(g) != np.shape(w) or not np.array_equal(pattern(g), pattern(w)):
+            if np.shape(g) != np.shape(w):
+                problems.append(f"{name} vs pending: leaf {k} grad shape {np.shape(g)}, not {np.shape(w)}")
+            elif not np.array_equal(pattern(g), pattern(w)):
                 problems.append(f"{name} vs pending: leaf {k} nan/inf differ\n  got  {g}\n  want {w}")
             elif not close(np.where(pattern(g) == 0, g, 0), np.where(pattern(w) == 0, w, 0), 1e-6, 1e-9):
                 problems.append(f"{name} vs pending: leaf {k}\n  got  {g}\n  want {w}")
