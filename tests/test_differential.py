@@ -249,6 +249,11 @@ def test_edge_values_give_nan_and_inf_in_the_same_places_in_every_engine(program
 @with_examples(KNOWN_MISUSE)
 def test_misuse_is_refused_by_every_engine_with_a_clear_error(program):
     results = run_all(program, [run_data(program)])
+    problems = misuse_problems(results)
+    assert not problems, report(program, problems)
+
+
+def misuse_problems(results):
     problems = []
     for name, outs in results.items():
         error = outs[0].error
@@ -259,7 +264,7 @@ def test_misuse_is_refused_by_every_engine_with_a_clear_error(program):
             problems.append(f"{name}: a raw {type(error).__name__}: {error}")
         elif "fix" not in str(error).lower():
             problems.append(f"{name}: {type(error).__name__} says no fix: {error}")
-    assert not problems, report(program, problems)
+    return problems
 
 
 # -- (e) memory the user holds, overwritten between forward and backward ----------------------------
@@ -310,3 +315,29 @@ def test_float16_programs_agree_in_dtype_and_value_or_are_refused_everywhere(pro
                 if not np.all(np.abs(g.astype(np.float64) - cd) <= tol):
                     problems.append(f"{name} vs central differences: leaf {k}\n  got  {g}\n  want {cd}")
     assert not problems, report(program, problems)
+
+
+# -- the checks themselves can fail ----------------------------------------------------------------
+def test_each_check_reports_a_wrong_engine():
+    """A harness that cannot fail proves nothing: one engine's answer is spoilt on purpose and
+    each property's check must name it (a gradient off by 0.1%, a nan pending does not have, a
+    plan's second run that kept the first data, an answer where a misuse needs an error)."""
+    program = written("finite", Leaf(ROW, True), Leaf(np.array([1.0, 0.25, -0.5]), True),
+                      Step("mul", (0, 1), {}), Step("tanh", (2,), {}))
+    results = run_all(program, [run_data(program), new_data(program)])
+    assert {"pending", "topo", "arena", "pool", "checkpoint", "aot_save_all", "aot_recompute",
+            "scalar_tape", "tensor_tape"} <= set(results)
+    assert not finite_problems(program, results) + second_run_problems(results)
+    assert not edge_problems(program, results)
+
+    good = results["topo"][0]
+    off = good._replace(grads=(good.grads[0] * 1.001, good.grads[1]))
+    assert any(p.startswith("topo vs central differences: leaf 0")
+               for p in finite_problems(program, {**results, "topo": [off]}))
+    with_nan = good._replace(grads=(np.where(ROW > 0, np.nan, good.grads[0]), good.grads[1]))
+    assert any(p.startswith("topo vs pending: leaf 0 nan/inf differ")
+               for p in edge_problems(program, {**results, "topo": [with_nan]}))
+    stale = {**results, "aot_recompute": [results["aot_recompute"][0]] * 2}
+    assert any(p.startswith("aot_recompute, second run") for p in second_run_problems(stale))
+    assert misuse_problems({"pool": [good]}) == [
+        f"pool gave loss {good.loss} and grads {good.grads}, no error"]
