@@ -1,10 +1,11 @@
 """One runner per engine for the differential harness: each evaluates a Program (differential.py)
 on some data and returns an Outcome: the loss and the leaves' gradients, or the error raised.
 
-Eager: pending and topo order on the heap, pending inside an Arena scope and inside a Pool scope,
-and checkpoint (the program's segment recomputed in backward). Tapes: TensorTape (elementwise
-programs) and the scalar Tape (object arrays of slots). Ahead of time: capture, derive, then a
-save-all or a recompute plan, each run on several data sets (the plan compiled once).
+Eager: pending (also with a shuffled ready queue) and topo order on the heap, pending inside an
+Arena scope and inside a Pool scope, and checkpoint (the program's segment recomputed in
+backward). Tapes: TensorTape (elementwise programs) and the scalar Tape (object arrays of slots;
+its fast path and its rule table). Ahead of time: capture, derive, then a save-all or a
+recompute plan, each run on several data sets (the plan compiled once).
 """
 from __future__ import annotations
 
@@ -101,25 +102,26 @@ def make_leaves(program, data, **kwargs):
             for k, (leaf, a) in enumerate(zip(program.leaves(), data))]
 
 
-def run_eager(program, data, order="pending", segment=None, allocator=None):
+def run_eager(program, data, order="pending", segment=None, allocator=None, shuffle=None):
     def run():
         if allocator is None:
-            return eager_once(program, data, order, segment)
+            return eager_once(program, data, order, segment, shuffle)
         with allocator.scope():   # leaves, activations, nodes and grads on the allocator
-            return eager_once(program, data, order, segment)
+            return eager_once(program, data, order, segment, shuffle)
     return attempt(run)
 
 
-def eager_once(program, data, order, segment):
+def eager_once(program, data, order, segment, shuffle):
     leaves = make_leaves(program, data)
     loss = loss_of(eager_nodes(program, leaves, segment), program.outputs)
     value, dtype = loss.item(), loss.dtype
-    mg.backward(loss, order=order)
+    mg.backward(loss, order=order, shuffle=shuffle)
     return Outcome(value, tuple(copied(v.grad) for v in leaves), loss_dtype=dtype)
 
 
 # -- tapes ----------------------------------------------------------------------------------------
-def run_scalar_tape(program, data):
+def run_scalar_tape(program, data, plain=False):
+    """plain=False: the tape's fast path; plain=True: the same walk through its rule table."""
     def run():
         tape = Tape()
         leaves, nodes = [], {}
@@ -137,7 +139,7 @@ def run_scalar_tape(program, data):
             nodes[k] = next(it) if isinstance(node, Leaf) else \
                 OPS[node.op].tape(*(nodes[i] for i in node.inputs), **node.attrs)
         loss = obj(loss_of(nodes, program.outputs))[()]
-        tape.backward(loss)
+        tape.backward(loss, plain=plain)
         grads = []
         for leaf, slots in zip(program.leaves(), leaves):
             if not leaf.requires_grad or slots.dtype != object:
@@ -229,6 +231,7 @@ def engines_for(program) -> dict:
     engines = {
         "pending": lambda ds: [run_eager(program, d) for d in ds],
         "topo": lambda ds: [run_eager(program, d, order="topo") for d in ds],
+        "pending_shuffled": lambda ds: [run_eager(program, d, shuffle=7) for d in ds],
         "arena": lambda ds: [run_eager(program, d, allocator=mg.Arena("harness", 1 << 12)) for d in ds],
         "pool": lambda ds: [run_eager(program, d, allocator=mg.Pool("harness")) for d in ds],
         "checkpoint": lambda ds: [run_eager(program, d, segment=program.segment) for d in ds],
@@ -243,6 +246,7 @@ def engines_for(program) -> dict:
     if program.mode != "misuse" and floats64 and not has_empty:
         if all(OPS[s.op].tape is not None for s in steps):
             engines["scalar_tape"] = lambda ds: [run_scalar_tape(program, d) for d in ds]
+            engines["scalar_tape_plain"] = lambda ds: [run_scalar_tape(program, d, plain=True) for d in ds]
     if floats64 and all(OPS[s.op].tensor_tape for s in steps) and \
             len({np.shape(p) for _, p in program.outputs}) == 1:
         engines["tensor_tape"] = lambda ds: [run_tensor_tape(program, d) for d in ds]
