@@ -347,3 +347,47 @@ def test_each_check_reports_a_wrong_engine():
     assert any(p.startswith("aot_recompute, second run") for p in second_run_problems(stale))
     assert misuse_problems({"pool": [good]}) == [
         f"pool gave loss {good.loss} and grads {good.grads}, no error"]
+
+
+# -- the draws include the edge cases on purpose -------------------------------------------------
+def features(program) -> set:
+    """The edge cases a program draws (for the coverage test below)."""
+    found, uses = set(), {}
+    for node in program.nodes:
+        if isinstance(node, Leaf):
+            a = node.array
+            found |= {f"{a.ndim}-d leaf"} | ({"empty leaf"} if a.size == 0 else set())
+            found |= {"float16"} if a.dtype == np.float16 else set()
+            found |= {"nan"} if np.isnan(a).any() else set()
+            found |= {"inf"} if np.isinf(a).any() else set()
+            continue
+        for i in node.inputs:
+            uses[i] = uses.get(i, 0) + 1
+        axes = node.attrs.get("axes") or ()
+        found |= {"transpose, a negative axis"} if any(ax < 0 for ax in axes) else set()
+        found |= {"an index array"} if isinstance(node.attrs.get("index"), np.ndarray) else set()
+        found |= {node.op, f"{node.op} p={node.attrs['p']}"} if node.op == "pow" else {node.op}
+        found |= {"mse misuse"} if program.misuse and node.op == "mse" else set()
+    found |= {"fan-out"} if any(n > 1 for n in uses.values()) else set()
+    return found
+
+
+def drawn_features(mode: str) -> set:
+    found = set()
+
+    @harness(100)
+    @given(programs(mode))
+    def collect(program):
+        found.update(features(program))
+    collect()
+    return found
+
+
+def test_the_draws_include_every_edge_case_the_issue_names():
+    drawn = {mode: drawn_features(mode) for mode in ("finite", "edge", "f16", "misuse")}
+    assert {"transpose, a negative axis", "pow p=0", "0-d leaf", "1-d leaf", "empty leaf", "fan-out",
+            "an index array", "mse_broadcast", "matmul", "detach", "no_grad", "rmsnorm",
+            "cross_entropy"} <= drawn["finite"]
+    assert {"nan", "inf", "0-d leaf", "empty leaf"} <= drawn["edge"]
+    assert {"float16", "rmsnorm"} <= drawn["f16"]
+    assert {"mse misuse", "cross_entropy", "matmul", "transpose"} <= drawn["misuse"]
