@@ -275,10 +275,13 @@ def shared_views(data):
 
 
 def run_eager_scribbled(program, data):
-    """copy=False leaves (views of a larger array) and fresh index arrays; after forward the
-    larger arrays and the index arrays are overwritten, then backward."""
+    """copy=False leaves and the loss's probe constants, all views of larger arrays, and fresh
+    index arrays; after forward the larger arrays and the index arrays are overwritten, then
+    backward."""
     def run():
         bases, views = shared_views(data)
+        probe_bases, probes = shared_views([p for _, p in program.outputs])
+        bases += probe_bases
         indices, steps = [], []
         for node in program.nodes:
             index = node.attrs.get("index") if isinstance(node, Step) else None
@@ -287,7 +290,8 @@ def run_eager_scribbled(program, data):
                 indices.append(index)
                 node = node._replace(attrs={**node.attrs, "index": index})
             steps.append(node)
-        mine = program._replace(nodes=tuple(steps))
+        mine = program._replace(nodes=tuple(steps), outputs=tuple(
+            (i, p) for (i, _), p in zip(program.outputs, probes)))
         leaves = make_leaves(mine, views, copy=False)
         loss = loss_of(eager_nodes(mine, leaves), mine.outputs)
         for array in bases + indices:
