@@ -30,6 +30,7 @@ random ones. CI runs a fixed, derandomized set of examples. To search longer loc
 import os
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, example, given, settings
 
 import minigrad as mg
@@ -38,6 +39,8 @@ from differential import (ELEMENTWISE, Leaf, Step, central_differences, new_data
 from differential_ops import OPS
 from differential_engines import engines_for, run_eager, run_eager_scribbled, run_tensor_tape_scribbled
 
+# numpy warns about what the harness draws on purpose (0/0, overflow, the mean of an empty batch)
+pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
 EXAMPLES = int(os.environ.get("MINIGRAD_HARNESS_EXAMPLES", "0"))
 RANDOM = os.environ.get("MINIGRAD_HARNESS_RANDOM") == "1"
 
