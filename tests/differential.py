@@ -12,6 +12,7 @@ probes of mixed sign (a plain sum would hide errors: softmax sums to a constant)
 """
 from __future__ import annotations
 
+import warnings
 from typing import NamedTuple
 
 import numpy as np
@@ -84,7 +85,8 @@ def node_values(program: Program, data: list):
     """Every node's value in float64 numpy on the given leaf data, and the kink margin: how
     close an input came to a point where its op is not differentiable (relu at 0, max ties)."""
     values, leaves, margin = [], iter(data), np.inf
-    with np.errstate(all="ignore"):
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)   # the mean of an empty batch: nan
         for node in program.nodes:
             if isinstance(node, Leaf):
                 a = next(leaves)
