@@ -574,9 +574,8 @@ def test_performance(lab, page, browser_log, report_figure):
     report_figure(f"{n200} nodes: first paint {first_paint} ms, engine wait "
                   f"{data.get('engineWaitMs')} ms, layout {data.get('layoutMs')} ms, "
                   f"mount {data.get('mountMs')} ms (engine mode {data.get('engineMode')})")
-    # The target (300 ms) is a reported figure: timings on a shared machine are noisy, so the
-    # assertion only catches a regression by an order of magnitude.
-    assert first_paint <= 3000, f"first paint of {n200} nodes took {first_paint} ms (target 300)"
+    # Timings are reported, never asserted: they depend on the machine and its load (targets:
+    # benchmarks/README.md). What is asserted is what the picture holds.
 
     # -- about 500 nodes, drawn collapsed (runs of nodes as boxes): first paint, steps ------------
     root, n500 = show("s500 = BackwardStepper(chain(248))\n"
@@ -591,7 +590,6 @@ def test_performance(lab, page, browser_log, report_figure):
     report_figure(f"{n500} nodes drawn as {drawn} (boxes of runs): first paint "
                   f"{data.get('firstPaintMs')} ms (target 300), layout {data.get('layoutMs')} ms, "
                   f"mount {data.get('mountMs')} ms")
-    assert float(data["firstPaintMs"]) <= 3000
     times, wire_bytes = [], []
 
     def timed(root, action: str, delta: int, n: int, times: list) -> None:
@@ -620,8 +618,7 @@ def test_performance(lab, page, browser_log, report_figure):
     worst = max(ms for _, ms in times)
     report_figure(f"{n500} nodes: step restyle times (ms) {[ms for _, ms in times]}; "
                   f"max {worst} ms")
-    # Target: a frame (16 ms), reported above; the assertion catches an order-of-magnitude regression.
-    assert all(ms <= 160 for _, ms in times), f"a step took more than 10 frames: {times}"
+    # (target: a frame, 16 ms; reported above, not asserted)
 
     # -- 5,000 nodes: drawn collapsed; a step; one box opened by a click --------------------------
     wait_quiet(page, wire, quiet_ms=500)
@@ -642,7 +639,6 @@ def test_performance(lab, page, browser_log, report_figure):
                   f"(target 1000), layout {data.get('layoutMs')} ms, mount "
                   f"{data.get('mountMs')} ms;"
                   f" cell + render {rendered:.2f} s")
-    assert float(data["firstPaintMs"]) <= 10_000
     times5k, wire_bytes = [], []
     for _ in range(4):
         timed(root, "step", +1, n5k, times5k)
@@ -650,7 +646,6 @@ def test_performance(lab, page, browser_log, report_figure):
         timed(root, "back", -1, n5k, times5k)
     report_figure(f"{n5k} nodes: step restyle times (ms) {[ms for _, ms in times5k]} (target 16); "
                   f"bytes per live step {wire_bytes[:4]}")
-    assert all(ms <= 160 for _, ms in times5k), times5k
     # open the box backward is in, by a click: the nodes inside appear, the rest stays boxes
     box = root.locator("g.node.scope.mg-current")
     scope = box.get_attribute("id")[2:]
@@ -668,7 +663,6 @@ def test_performance(lab, page, browser_log, report_figure):
                   f"from the click to the new picture (target 300): the new DOT (made in the page) after "
                   f"{snap['dataset'].get('toggleAnswerMs')} ms, layout "
                   f"{snap['dataset']['layoutMs']} ms, now {snap['dataset']['drawnNodes']} drawn")
-    assert float(snap["dataset"]["toggleMs"]) <= 5000
     report_figure(f"{n5k} nodes, opening {scope}: " + describe_moves(before, positions(root), f"s:{scope}"))
     expanded = kernel_json(nb, "print(_json.dumps(s5k.expanded))")
     assert expanded == [scope]
@@ -689,7 +683,6 @@ def test_performance(lab, page, browser_log, report_figure):
     report_figure(f"{n5k} nodes: opening {other_id[2:]} after the pointer rested 0.4 s on it "
                   f"took {snap['dataset']['toggleMs']} ms (laid out while the pointer rested: "
                   f"{snap['dataset'].get('layoutReused')})")
-    assert float(snap["dataset"]["toggleMs"]) <= 5000
     browser_log.assert_no_console_errors()
     browser_log.assert_all_requests_local()
 
