@@ -1,0 +1,194 @@
+"""Ahead of time under misuse: every result right (against eager) or a clear error.
+
+Each test is named after the rule it checks; the error tests check the class and that the message
+names the tensor or op, the shapes or dtypes, the rule and the fix.
+"""
+import numpy as np
+import pytest
+
+import minigrad as mg
+from minigrad import aot
+from minigrad.errors import DtypeError, MinigradError
+
+RNG = np.random.default_rng(7)
+
+
+def param(shape, name):
+    return mg.create_leaf(RNG.normal(size=shape), requires_grad=True, name=name)
+
+
+def plan(fn, params, *examples, backward=True):
+    forward = aot.capture(fn, *examples, params=params)
+    return aot.Executor(forward, aot.derive_backward_graph(forward) if backward else None,
+                        params, *examples)
+
+
+def eager_grads(fn, params, *inputs):
+    for p in params:
+        p.zero_grad() if hasattr(p, "zero_grad") else setattr(p, "grad", None)
+    loss = fn(*[mg.create_leaf(np.array(x)) for x in inputs])
+    loss.backward()
+    return loss.item(), {f"d_{p.name}": p.grad.copy() for p in params}
+
+
+def assert_same_as_eager(fn, params, executor, *inputs):
+    loss = float(executor.run(*inputs))
+    grads = {k: v.copy() for k, v in executor.grads().items()}
+    want_loss, want = eager_grads(fn, params, *inputs)
+    assert loss == pytest.approx(want_loss, rel=1e-10)
+    assert sorted(grads) == sorted(want)
+    for name, g in want.items():
+        assert grads[name].shape == g.shape, name
+        np.testing.assert_allclose(grads[name], g, rtol=1e-10, atol=1e-12, err_msg=name)
+
+
+# -- 15: a broadcast operand's gradient is summed back to its shape, in every broadcasting rule --
+
+BROADCASTING = {
+    "add": lambda a, b: a + b, "subtract": lambda a, b: a - b, "multiply": lambda a, b: a * b,
+    "divide": lambda a, b: a / (b * b + 1.0), "mse": lambda a, b: mg.mse(a, b),
+}
+
+
+@pytest.mark.parametrize("op", sorted(BROADCASTING))
+@pytest.mark.parametrize("p_shape, x_shape", [((3, 1), (3, 4)), ((1, 4), (3, 1)), ((4,), (3, 4)),
+                                              ((2, 1, 4), (3, 1))])
+def test_a_broadcast_parameter_gets_a_gradient_of_its_own_shape(op, p_shape, x_shape):
+    p, q = param(p_shape, "p"), param(x_shape, "q")
+    f = BROADCASTING[op]
+    if op == "mse" and p_shape != x_shape:
+        try:   # mse may refuse mismatched shapes (eager and aot alike): then nothing to compare
+            f(mg.create_leaf(np.ones(p_shape)), mg.create_leaf(np.ones(x_shape)))
+        except MinigradError:
+            pytest.skip("mse refuses operands of different shapes in this build")
+
+    def fn(x):
+        y = f(p, x * q) if op == "mse" else f(p, x * q).tanh()
+        return y if op == "mse" else y.sum()
+    x = RNG.normal(size=x_shape)
+    executor = plan(fn, [p, q], x)
+    assert_same_as_eager(fn, [p, q], executor, x)
+    assert executor.grads()["d_p"].shape == p_shape
+
+
+def test_mse_with_a_broadcasting_target_gives_the_parameter_its_shape():
+    """The reported case: pred (3, 1) parameter, target (3, 4) (when mse accepts it)."""
+    p = param((3, 1), "p")
+    target = RNG.normal(size=(3, 4))
+    try:
+        eager_grads(lambda t: mg.mse(p, t), [p], target)
+    except MinigradError:
+        pytest.skip("mse refuses operands of different shapes in this build")
+    executor = plan(lambda t: mg.mse(p, t), [p], target)
+    assert_same_as_eager(lambda t: mg.mse(p, t), [p], executor, target)
+
+
+def test_a_rule_that_forgets_to_sum_a_broadcast_gradient_is_refused_by_the_executor():
+    """The executor checks each tensor against the shape the graph declares: a rule that hands
+    back a broadcast gradient raises instead of returning a (3, 4) gradient for a (3, 1) param."""
+    p = param((3, 1), "p")
+    forward = aot.capture(lambda x: (p * x).sum(), np.ones((3, 4)), params=[p])
+    mine = aot.registry.copy()
+    mine.register_rule("multiply", lambda ctx: [ctx.op("multiply", [ctx.d_output, ctx.read(t)], [d])
+                                                for d, t in zip(ctx.d_inputs, ctx.fwd_op.inputs[::-1])
+                                                if d is not None])
+    backward = aot.derive_backward_graph(forward, registry=mine)
+    with pytest.raises(aot.ExecuteError, match=r"op multiply_\d+ \(multiply\) makes 'd_p' of shape "
+                       r"\(3, 4\), but the graph declares \(3, 1\).*Rule: a gradient has its "
+                       r"tensor's shape.*Fix: .*to_input_shape"):
+        aot.Executor(forward, backward, [p], np.ones((3, 4)))
+
+
+# -- 18: parameters are read again on every run ---------------------------------------------------
+
+def test_a_parameter_given_new_data_is_used_by_the_next_run():
+    W = param((3, 2), "W")
+    fn = lambda x: (x @ W).tanh().sum()   # noqa: E731
+    x = RNG.normal(size=(4, 3))
+    executor = plan(fn, [W], x)
+    executor.run(x)
+    W.data = RNG.normal(size=(3, 2))        # a new array, not an in-place update
+    assert_same_as_eager(fn, [W], executor, x)
+    W.data[...] = 0.5                       # an in-place update (an optimiser step)
+    assert_same_as_eager(fn, [W], executor, x)
+
+
+def test_a_parameter_given_as_a_plain_array_is_read_on_every_run():
+    W = param((3, 2), "W")
+    fn = lambda x: (x @ W).sum()   # noqa: E731
+    forward = aot.capture(fn, np.ones((4, 3)), params=[W])
+    array = W.data.copy()
+    executor = aot.Executor(forward, aot.derive_backward_graph(forward), {"W": array}, np.ones((4, 3)))
+    array[...] = 2.0
+    assert float(executor.run(np.ones((4, 3)))) == pytest.approx(4 * 3 * 2 * 2.0)
+    np.testing.assert_allclose(executor.grads()["d_W"], np.full((3, 2), 4.0))
+
+
+def test_a_parameter_of_another_shape_than_captured_is_refused():
+    W = param((3, 2), "W")
+    forward = aot.capture(lambda x: (x @ W).sum(), np.ones((4, 3)), params=[W])
+    backward = aot.derive_backward_graph(forward)
+    with pytest.raises(aot.ExecuteError, match=r"Executor: parameter 'W' has shape \(4, 2\), the "
+                       r"plan was compiled for \(3, 2\).*static shapes.*Fix: capture"):
+        aot.Executor(forward, backward, {"W": np.ones((4, 2))}, np.ones((4, 3)))
+    executor = aot.Executor(forward, backward, [W], np.ones((4, 3)))
+    W.data = np.ones((4, 2))
+    with pytest.raises(aot.ExecuteError, match=r"Executor.run: parameter 'W' has shape \(4, 2\).*"
+                       r"compiled for \(3, 2\)"):
+        executor.run(np.ones((4, 3)))
+
+
+def test_a_parameter_that_is_neither_variable_nor_array_is_refused():
+    W = param((3, 2), "W")
+    forward = aot.capture(lambda x: (x @ W).sum(), np.ones((4, 3)), params=[W])
+    with pytest.raises(aot.ExecuteError, match=r"parameter 'W' is a list.*Variables or numpy arrays.*Fix"):
+        aot.Executor(forward, None, {"W": [[1.0, 2.0]] * 3}, np.ones((4, 3)))
+
+
+# -- crashes that are now errors -------------------------------------------------------------------
+
+def test_grads_of_a_forward_only_executor_is_refused():
+    W = param((3, 2), "W")
+    executor = plan(lambda x: (x @ W).sum(), [W], np.ones((4, 3)), backward=False)
+    executor.run(np.ones((4, 3)))
+    with pytest.raises(aot.ExecuteError, match=r"Executor.grads: this executor has no backward "
+                       r"graph.*Fix: Executor\(forward, derive_backward_graph\(forward\)"):
+        executor.grads()
+
+
+def test_an_example_input_of_another_shape_than_captured_is_refused():
+    W = param((3, 2), "W")
+    forward = aot.capture(lambda x: (x @ W).sum(), np.ones((4, 3)), params=[W])
+    with pytest.raises(aot.ExecuteError, match=r"Executor: input 'x' has shape \(4, 2\), the plan "
+                       r"was compiled for \(4, 3\).*Fix: capture"):
+        aot.Executor(forward, None, [W], np.ones((4, 2)))
+
+
+# -- unclear errors that are now clear: a value must keep its kind ---------------------------------
+
+def classifier():
+    W = param((3, 4), "W")
+    fn = lambda x, t: mg.cross_entropy(x @ W, t)   # noqa: E731
+    x, t = RNG.normal(size=(2, 3)), np.array([0, 3])
+    return W, fn, x, t, plan(fn, [W], x, t)
+
+
+def test_run_refuses_float_class_targets():
+    _, _, x, _, executor = classifier()
+    with pytest.raises(DtypeError, match=r"Executor.run: input 'x1' has dtype float64, the plan was "
+                       r"compiled for int64.*Rule: .*not kind.*Fix: .*astype\(np.int64\)"):
+        executor.run(x, np.array([0.0, 1.0]))
+
+
+def test_run_refuses_complex_inputs():
+    _, _, x, t, executor = classifier()
+    with pytest.raises(DtypeError, match=r"input 'x0' has dtype complex128, the plan was compiled "
+                       r"for float64.*Fix"):
+        executor.run(x + 0j, t)
+    assert isinstance(DtypeError("x"), TypeError)
+
+
+def test_run_accepts_another_precision_of_the_same_kind():
+    W, fn, x, t, executor = classifier()
+    loss = float(executor.run(x.astype(np.float32), t.astype(np.int32)))
+    assert loss == pytest.approx(eager_grads(fn, [W], x.astype(np.float32).astype(np.float64), t)[0])
