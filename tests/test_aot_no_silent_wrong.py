@@ -192,3 +192,147 @@ def test_run_accepts_another_precision_of_the_same_kind():
     W, fn, x, t, executor = classifier()
     loss = float(executor.run(x.astype(np.float32), t.astype(np.int32)))
     assert loss == pytest.approx(eager_grads(fn, [W], x.astype(np.float32).astype(np.float64), t)[0])
+
+
+# -- 16: a plan checks class targets on every run, with the eager op's check ---------------------
+
+@pytest.mark.parametrize("bad, shown", [(-1, "-1"), (4, "4"), (99, "99")])
+def test_run_checks_class_targets_like_eager(bad, shown):
+    W, fn, x, t, executor = classifier()
+    targets = np.array([0, bad])
+    with pytest.raises(mg.errors.TargetError, match=rf"cross_entropy: target {shown} \(row 1\) is "
+                       r"outside \[0, 4\).*Fix: targets must be class indices 0..3"):
+        eager_grads(fn, [W], x, targets)          # eager says so
+    with pytest.raises(mg.errors.TargetError, match=rf"cross_entropy: target {shown} \(row 1\) is "
+                       r"outside \[0, 4\).*Fix: targets must be class indices 0..3"):
+        executor.run(x, targets)                  # and so does the plan, on every run
+    assert_same_as_eager(fn, [W], executor, x, np.array([3, 0]))   # a good batch still runs
+
+
+# -- 17: detach() is a stop gradient of the live value; no_grad() is refused ---------------------
+
+def test_detach_inside_capture_is_a_stop_gradient_of_the_live_value():
+    W = param((3,), "W")
+    fn = lambda x: (x * W.detach() * W).sum()   # noqa: E731
+    x = RNG.normal(size=3)
+    executor = plan(fn, [W], x)
+    assert "stop_gradient(W)" in str(executor.forward)
+    assert_same_as_eager(fn, [W], executor, x)   # d/dW = x * W (the detached factor has none)
+    W.data = RNG.normal(size=3)                  # the detached factor follows the parameter
+    assert_same_as_eager(fn, [W], executor, x)
+
+
+def test_detach_of_an_intermediate_follows_new_inputs():
+    W = param((3, 2), "W")
+
+    def fn(x):
+        h = (x @ W).tanh()
+        return (h * h.detach()).sum()
+    x = RNG.normal(size=(4, 3))
+    executor = plan(fn, [W], x)
+    x2 = RNG.normal(size=(4, 3))
+    assert_same_as_eager(fn, [W], executor, x2)
+
+
+def test_the_data_of_a_traced_tensor_used_as_a_constant_is_its_live_value():
+    W = param((3,), "W")
+    fn = lambda x: (x * W.data * W).sum()   # noqa: E731  (W.data: numbers, no gradient)
+    x = RNG.normal(size=3)
+    executor = plan(fn, [W], x)
+    W.data = RNG.normal(size=3)
+    loss = float(executor.run(x))
+    assert loss == pytest.approx(float((x * W.data * W.data).sum()))
+    np.testing.assert_allclose(executor.grads()["d_W"], x * W.data)
+
+
+def test_no_grad_inside_a_captured_function_is_refused():
+    W = param((3,), "W")
+
+    def fn(x):
+        with mg.no_grad():
+            scale = x.mean()
+        return (x * W * scale).sum()
+    with pytest.raises(aot.CaptureError, match=r"capture: fn entered no_grad\(\) at "
+                       r"test_aot_no_silent_wrong.py:\d+\..*stale.*Rule: a captured function "
+                       r"builds its whole graph. Fix: use x.detach\(\)"):
+        aot.capture(fn, np.ones(3), params=[W])
+
+
+def test_capture_inside_no_grad_is_refused():
+    with mg.no_grad(), pytest.raises(aot.CaptureError, match=r"called inside no_grad\(\).*Fix"):
+        aot.capture(lambda x: (x * 2.0).sum(), np.ones(3))
+
+
+# -- 19: names that would collide are refused at capture (or derive), naming both ---------------
+
+@pytest.mark.parametrize("name, message", [
+    ("x", r"input 'x' and parameter 'x' share one name.*Fix: rename the parameter"),
+    ("saved.w", r"parameter 'saved.w' starts with 'saved.'.*Fix: rename the parameter \(e.g. 'saved_w'\)"),
+    ("recomputed.w", r"parameter 'recomputed.w' starts with 'recomputed.'"),
+    ("loss", r"output name 'loss' is already the name of an input or parameter.*Fix"),
+])
+def test_a_parameter_named_like_an_input_or_a_reserved_name_is_refused(name, message):
+    W = param((3,), name)
+    with pytest.raises(aot.CaptureError, match=message):
+        aot.capture(lambda x: (x * W).sum(), np.ones(3), params=[W])
+
+
+@pytest.mark.parametrize("name, other", [("d_loss", "loss"), ("d_x", "x")])
+def test_a_tensor_named_like_a_gradient_is_refused(name, other):
+    W = param((3,), name)
+    forward = aot.capture(lambda x: (x * W).sum(), np.ones(3), params=[W])
+    with pytest.raises(aot.DeriveError, match=rf"a tensor '{other}' and a tensor '{name}', the name "
+                       rf"of {other}'s gradient.*Fix: rename '{name}'"):
+        aot.derive_backward_graph(forward)
+
+
+def test_two_parameters_with_one_name_are_refused():
+    a, b = mg.nn.Linear(3, 4, seed=0), mg.nn.Linear(4, 2, seed=1)
+    with pytest.raises(aot.CaptureError, match=r"parameters 0 and 2 are both named 'linear.weight'.*"
+                       r"Fix: name them"):
+        aot.capture(lambda x: b(a(x)).sum(), np.ones((2, 3)), params=[*a.parameters(), *b.parameters()])
+
+
+def test_a_parameter_named_like_an_op_id_keeps_the_right_gradient():
+    """Names the capture makes up (op ids) step around the names already taken."""
+    W = param((3,), "multiply_0")
+    fn = lambda x: (x * W).tanh().sum()   # noqa: E731
+    x = RNG.normal(size=3)
+    assert_same_as_eager(fn, [W], plan(fn, [W], x), x)
+
+
+def test_capture_with_too_few_input_names_is_refused():
+    with pytest.raises(aot.CaptureError, match=r"input_names \['a'\] name 1 inputs, but 2 example "
+                       r"inputs were given.*Fix: pass 2 names"):
+        aot.capture(lambda a, b: (a * b).sum(), np.ones(2), np.ones(2), input_names=["a"])
+
+
+# -- 20: numpy constants are copied at capture, read-only ------------------------------------------
+
+def test_a_numpy_constant_changed_after_capture_does_not_change_the_plan():
+    W = param((3,), "W")
+    C = np.array([1.0, 2.0, 3.0])
+    fn = lambda x: (x * W * C).sum()   # noqa: E731
+    x = RNG.normal(size=3)
+    forward = aot.capture(fn, x, params=[W])
+    C_at_capture = C.copy()
+    C[:] = 5.0
+    executor = aot.Executor(forward, aot.derive_backward_graph(forward), [W], x)
+    assert float(executor.run(x)) == pytest.approx(float((x * W.data * C_at_capture).sum()))
+    np.testing.assert_allclose(executor.grads()["d_W"], x * C_at_capture)
+    (constant,) = forward.constants.values()
+    assert not constant.flags.writeable
+
+
+# -- 21: the inputs keep their values after run() ---------------------------------------------------
+
+def test_inputs_keep_their_values_after_run():
+    W = param((3, 2), "W")
+
+    def fn(x):   # x is read only by the first op: its memory is free for the rest of the run
+        return ((x * 2.0).tanh() * W.sum()).tanh().sum()
+    x = RNG.normal(size=(4, 3))
+    executor = plan(fn, [W], x)
+    x2 = RNG.normal(size=(4, 3))
+    executor.run(x2)
+    np.testing.assert_array_equal(executor["x"], x2)

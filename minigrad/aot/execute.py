@@ -18,6 +18,7 @@ import numpy as np
 
 from .. import kernels
 from ..errors import DtypeError, MinigradError
+from ..ops.loss import _check_targets as check_class_targets
 from ..variable import Variable
 from . import placement
 from .capture import named_params
@@ -351,8 +352,15 @@ def _pow_backward(grad_output, x, exponent=None, **attrs):
     return _call(kernels.pow_backward, x, exponent, grad_output, _empty_for(x, grad_output))
 
 
+def _checked_cross_entropy(logits, targets, out):
+    # Targets may be new data on every run: checked each time with the eager op's check (numpy
+    # would read -1 as the last class, and raise a bare IndexError past the end).
+    check_class_targets(logits, targets)
+    kernels.cross_entropy(logits, targets, out)
+
+
 def _cross_entropy(logits, targets, **attrs):
-    return _call(kernels.cross_entropy, logits, targets, np.empty((), logits.dtype))
+    return _call(_checked_cross_entropy, logits, targets, np.empty((), logits.dtype))
 
 
 def _cross_entropy_backward(grad_output, logits, targets, **attrs):
@@ -394,7 +402,7 @@ COMPILERS = {
     "log_softmax_backward": _along_axis_backward(kernels.log_softmax_backward),
     "matmul": _matmul, "matmul_bias": _matmul_bias,
     "view": _view, "reshape": _view, "transpose": _transpose,
-    "identity": _identity, "copy": _copy, "zeros": _zeros,
+    "identity": _identity, "stop_gradient": _identity, "copy": _copy, "zeros": _zeros,
     "sum": _sum, "mean": _mean, "expand": _expand, "sum_to_shape": _sum_to_shape,
     "pow": _pow, "pow_backward": _pow_backward,
     "cross_entropy": _cross_entropy, "cross_entropy_backward": _cross_entropy_backward,

@@ -336,6 +336,12 @@ def zeros_backward(ctx):
     return []
 
 
+@rule("stop_gradient")
+def stop_gradient_backward(ctx):
+    """y = x with no gradient through (detach): derive never asks; nothing to emit."""
+    return []
+
+
 @rule("identity", "copy")
 def identity_backward(ctx):
     """y = x: dx = dy."""
