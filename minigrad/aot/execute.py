@@ -11,6 +11,10 @@ for each op in order. Views (reshape, identity, transpose) cost nothing: their o
 of the input's buffer, made once. Every tensor keeps its own buffer (saved tensors included), so a
 saved.x is simply x's buffer; plan.py says how much memory a buffer-sharing runtime would need.
 Buffers are reused by the next run: copy a result to keep it.
+
+run() copies each input and parameter into the plan's own buffer first, after checking its shape
+and kind of dtype: the plan reads a parameter's current array on every run (`w.data = new` and
+in-place optimiser steps alike), and the inputs hold their values after the run.
 """
 from __future__ import annotations
 
