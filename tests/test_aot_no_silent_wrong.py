@@ -336,3 +336,23 @@ def test_inputs_keep_their_values_after_run():
     x2 = RNG.normal(size=(4, 3))
     executor.run(x2)
     np.testing.assert_array_equal(executor["x"], x2)
+
+
+def test_capture_under_a_profiler_leaves_the_profiler_running():
+    """The detach/no_grad watch stays off under a profiler; detach is still found by its memory."""
+    import cProfile
+    W = param((3,), "W")
+    fn = lambda x: (x * W.detach() * W).sum()   # noqa: E731
+
+    def called_after_capture():
+        return 1
+    profiler = cProfile.Profile()
+    profiler.enable()
+    try:
+        forward = aot.capture(fn, np.ones(3), params=[W])
+        called_after_capture()
+    finally:
+        profiler.disable()
+    assert "stop_gradient(W)" in str(forward)
+    seen = {getattr(stat.code, "co_name", stat.code) for stat in profiler.getstats()}
+    assert "called_after_capture" in seen

@@ -30,12 +30,16 @@ class Watch:
         self._previous = None
 
     def __enter__(self) -> "Watch":
+        # Under a profiler (cProfile, %prun) the watch stays off: a C-level profiler cannot be put
+        # back with sys.setprofile. capture then still finds detached values by their memory.
         self._previous = sys.getprofile()
-        sys.setprofile(self._see)
+        if self._previous is None:
+            sys.setprofile(self._see)
         return self
 
     def __exit__(self, *exc) -> None:
-        sys.setprofile(self._previous)
+        if self._previous is None:
+            sys.setprofile(None)
 
     def _see(self, frame, event, arg) -> None:
         if event == "return" and frame.f_code is _DETACH and isinstance(arg, Variable):
