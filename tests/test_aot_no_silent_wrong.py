@@ -83,6 +83,20 @@ def test_mse_with_a_broadcasting_target_gives_the_parameter_its_shape():
     assert_same_as_eager(lambda t: mg.mse(p, t), [p], executor, target)
 
 
+@pytest.mark.parametrize("r_shape, x_shape", [((1, 4), (3, 4)), ((3, 4), (1, 4))])
+@pytest.mark.parametrize("reads_y", [True, False], ids=["y_read", "only_residual_out"])
+def test_fused_residual_rmsnorm_sums_a_broadcast_operand_gradient_back(r_shape, x_shape, reads_y):
+    r, q, w = param(r_shape, "r"), param(x_shape, "q"), param((4,), "w")
+
+    def fn(x):
+        residual_out, y = mg.fused_residual_rmsnorm(x * q, r, w)
+        return (y.tanh().sum() + residual_out.sum()) if reads_y else residual_out.tanh().sum()
+    params = [r, q, w] if reads_y else [r, q]
+    x = RNG.normal(size=x_shape)
+    executor = plan(fn, params, x)
+    assert_same_as_eager(fn, params, executor, x)
+
+
 def test_a_rule_that_forgets_to_sum_a_broadcast_gradient_is_refused_by_the_executor():
     """The executor checks each tensor against the shape the graph declares: a rule that hands
     back a broadcast gradient raises instead of returning a (3, 4) gradient for a (3, 1) param."""
