@@ -315,6 +315,19 @@ def test_a_parameter_named_like_an_op_id_keeps_the_right_gradient():
     assert_same_as_eager(fn, [W], plan(fn, [W], x), x)
 
 
+def test_an_intermediate_named_with_a_reserved_prefix_gets_a_name_of_its_own():
+    W = param((3,), "W")
+
+    def fn(x):
+        h = x * W
+        h.name = "saved.h"   # backward graphs read "saved.h" as forward tensor "h"
+        return h.tanh().sum()
+    x = RNG.normal(size=3)
+    executor = plan(fn, [W], x)
+    assert not any(t.startswith("saved.") for op in executor.forward.operations for t in op.outputs)
+    assert_same_as_eager(fn, [W], executor, x)
+
+
 def test_capture_with_too_few_input_names_is_refused():
     with pytest.raises(aot.CaptureError, match=r"input_names \['a'\] name 1 inputs, but 2 example "
                        r"inputs were given.*Fix: pass 2 names"):

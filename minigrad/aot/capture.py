@@ -236,7 +236,7 @@ def _name_leaf(graph: Graph, x: Variable, names: dict, owners: dict) -> None:
                                               "stop_gradient", (source,), (names[id(x)],)))
         return
     fresh = f"const{len(graph.constants)}"   # (a name already taken gets this prefix)
-    name = x.name if x.name and x.name not in graph.shape_env else \
+    name = x.name if _is_free(x.name, graph) else \
         (f"{fresh}.{x.name}" if x.name else fresh)
     names[id(x)] = name
     constant = np.array(x.data)
@@ -272,10 +272,15 @@ def _label(node, out: Variable) -> str:
     return labels[0] if labels else "out"
 
 
+def _is_free(name, graph: Graph) -> bool:
+    """Not taken, and not one of the prefixes backward graphs use ("saved.x" means x there)."""
+    return bool(name) and name not in graph.shape_env and not name.startswith(RESERVED_PREFIXES)
+
+
 def _free_name(own, fallback: str, graph: Graph) -> str:
     """own if it is free, else fallback, else fallback with a number."""
     for name in (own, fallback):
-        if name and name not in graph.shape_env:
+        if _is_free(name, graph):
             return name
     k = 1
     while f"{fallback}{k}" in graph.shape_env:
@@ -288,7 +293,7 @@ def _output_name(v: Variable, op_id: str, input_names: list, graph: Graph) -> st
     "layer0"); else the op id ("relu_1"). A name already taken falls through to the next."""
     modules = [n.rsplit(".", 1)[0] for n in input_names if n in graph.params and "." in n]
     for name in (v.name, *modules[:1]):
-        if name and name not in graph.shape_env:
+        if _is_free(name, graph):
             return name
     return _free_name(None, op_id, graph)   # (a parameter may be named like an op id)
 
