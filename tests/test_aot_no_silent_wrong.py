@@ -365,21 +365,99 @@ def test_inputs_keep_their_values_after_run():
     np.testing.assert_array_equal(executor["x"], x2)
 
 
-def test_capture_under_a_profiler_leaves_the_profiler_running():
-    """The detach/no_grad watch stays off under a profiler; detach is still found by its memory."""
+def _detach_reached_only_through_detach(W):
+    """h is read only through h.detach(): the graph walk alone would never reach it."""
+    def fn(x):
+        h = (x @ W).tanh()
+        return ((x @ W) * h.detach()).sum()
+    return fn
+
+
+def _no_grad_inside(W):
+    def fn(x):
+        with mg.no_grad():
+            scale = x.mean()
+        return (x * W * scale).sum()
+    return fn
+
+
+def test_capture_under_a_profiler_sees_detach_and_refuses_no_grad():
+    """A running profiler changes nothing: the engine tells capture itself, with no hook."""
     import cProfile
-    W = param((3,), "W")
-    fn = lambda x: (x * W.detach() * W).sum()   # noqa: E731
+    W = param((3, 2), "W")
+    fn = _detach_reached_only_through_detach(W)
 
     def called_after_capture():
         return 1
     profiler = cProfile.Profile()
     profiler.enable()
     try:
-        forward = aot.capture(fn, np.ones(3), params=[W])
+        executor = plan(fn, [W], RNG.normal(size=(4, 3)))
+        with pytest.raises(aot.CaptureError, match=r"fn entered no_grad\(\) at "
+                           r"test_aot_no_silent_wrong.py:\d+\..*Rule: a captured function"):
+            aot.capture(_no_grad_inside(param((3,), "V")), np.ones(3), params=[])
         called_after_capture()
     finally:
         profiler.disable()
-    assert "stop_gradient(W)" in str(forward)
+    assert "stop_gradient" in str(executor.forward)
+    assert_same_as_eager(fn, [W], executor, RNG.normal(size=(4, 3)))   # h follows the new x
     seen = {getattr(stat.code, "co_name", stat.code) for stat in profiler.getstats()}
-    assert "called_after_capture" in seen
+    assert "called_after_capture" in seen                              # the profiler kept running
+
+
+def test_a_detached_value_reached_only_through_detach_follows_new_inputs():
+    W = param((3, 2), "W")
+    fn = _detach_reached_only_through_detach(W)
+    executor = plan(fn, [W], RNG.normal(size=(4, 3)))
+    assert "tanh" in str(executor.forward)   # h's own graph was captured, not its data
+    assert_same_as_eager(fn, [W], executor, RNG.normal(size=(4, 3)))
+    W.data = RNG.normal(size=(3, 2))
+    assert_same_as_eager(fn, [W], executor, RNG.normal(size=(4, 3)))
+
+
+def test_no_grad_caught_inside_the_captured_function_is_still_refused():
+    W = param((3,), "W")
+
+    def fn(x):
+        try:
+            with mg.no_grad():
+                x = x * 2.0
+        except aot.CaptureError:
+            pass
+        return (x * W).sum()
+    with pytest.raises(aot.CaptureError, match=r"fn entered no_grad\(\) at "
+                       r"test_aot_no_silent_wrong.py:\d+ \(fn caught the error raised there"):
+        aot.capture(fn, np.ones(3), params=[W])
+
+
+def test_capture_leaves_no_trace_on_the_thread_after_it_ends():
+    from minigrad.modes import modes
+    W = param((3,), "W")
+    for fn in (_no_grad_inside(W), lambda x: (x * W).sum() + x.undefined):
+        with pytest.raises((aot.CaptureError, AttributeError)):
+            aot.capture(fn, np.ones(3), params=[W])
+        assert modes.capture is None and mg.is_grad_enabled()
+    aot.capture(lambda x: (x * W.detach()).sum(), np.ones(3), params=[W])
+    assert modes.capture is None
+    with mg.no_grad():                       # and no_grad() works again outside capture
+        assert not mg.is_grad_enabled()
+
+
+def test_no_grad_on_another_thread_during_a_capture_is_not_refused():
+    """modes are per thread: another thread's evaluation under no_grad() is its own business."""
+    import threading
+    W = param((3,), "W")
+    results = []
+
+    def evaluate():
+        with mg.no_grad():
+            results.append((W * 2.0).requires_grad)
+
+    def fn(x):
+        worker = threading.Thread(target=evaluate)
+        worker.start()
+        worker.join()
+        return (x * W).sum()
+    executor = plan(fn, [W], np.ones(3))
+    assert results == [False]
+    assert_same_as_eager(fn, [W], executor, RNG.normal(size=3))

@@ -12,21 +12,26 @@ What the graph walk cannot see, capture decides explicitly (never a silently sta
 * x.detach() inside fn, and the .data of a traced tensor used as a constant, become
   stop_gradient(x): the live value on every run, with no gradient through it;
 * no_grad() inside fn is refused (its results would be frozen constants);
+  (how capture knows: while fn runs, modes.capture is its Recording, which detach() tells of
+  each result and no_grad() asks first);
 * names: inputs and parameters each need their own name, none starting with "saved." or
   "recomputed."; the output names must be free (derive refuses a tensor named like another's
   gradient, "d_" + name). Clashes are refused, naming both, never renamed behind your back.
 """
 from __future__ import annotations
 
+import contextlib
+import os
+import sys
+
 import numpy as np
 
 from ..errors import MinigradError
-from ..modes import is_grad_enabled
+from ..modes import is_grad_enabled, modes
 from ..variable import Variable, create_leaf
 from ..ops.multi import linked_output, primary_of
 from .derive import INDEX_NAME
 from .ir import Graph, Operation, TensorInfo
-from .watch import Watch
 
 
 class CaptureError(MinigradError, ValueError):
@@ -52,9 +57,10 @@ def capture(fn, *example_inputs, params=None, input_names=None, output_names=Non
         names[id(leaf)] = name
     for name, p in param_vars.items():
         names[id(p)] = name
-    with Watch() as watch:
+    with Recording() as recording:
         result = fn(*leaves)
-    _refuse_no_grad(watch)
+    recording.refuse_a_caught_no_grad()
+    detached = recording.sources
     outputs = list(result) if isinstance(result, (tuple, list)) else [result]
     output_names = _output_names(outputs, output_names, [*given, *param_vars])
     graph = Graph(inputs=list(given), params=list(param_vars), no_grad=no_grad)
@@ -66,20 +72,64 @@ def capture(fn, *example_inputs, params=None, input_names=None, output_names=Non
     for v in leaves + list(param_vars.values()):
         graph.shape_env[names[id(v)]] = TensorInfo(v.shape, v.dtype)
     owners = {_memory(v._data): names[id(v)] for v in leaves + list(param_vars.values())}
-    for v in _topological(outputs, watch.detached):
-        _record(graph, v, names, watch.detached, owners)
+    for v in _topological(outputs, detached):
+        _record(graph, v, names, detached, owners)
     graph.outputs = [names[id(v)] for v in outputs]
     return graph
 
 
-def _refuse_no_grad(watch: Watch) -> None:
-    if watch.no_grad_at is not None:
-        raise CaptureError(
-            f"capture: fn entered no_grad() at {watch.no_grad_at}. Values computed there are "
-            f"leaves without a graph, so the plan would keep their capture-time data and use it, "
-            f"stale, on every later run. Rule: a captured function builds its whole graph. Fix: "
-            f"use x.detach() (captured as a stop gradient of the live value), or compute the "
+class Recording:
+    """What fn does that its graph cannot show, told by the engine while fn runs on this thread.
+
+    A detached value and a value computed under no_grad() are both leaves of fn's graph: the
+    walk would take them for constants and freeze their capture-time data. So, while capture
+    runs fn, modes.capture is this object: Variable.detach() tells it each result and its source
+    (capture writes a stop gradient of the live value), and no_grad() asks it first (refused).
+    """
+
+    def __init__(self):
+        self.sources: dict = {}       # id(detach() result) -> the Variable it was detached from
+        self._kept: list = []         # those results, kept alive so that their ids stay theirs
+        self.no_grad_at: str | None = None
+        self._previous = None
+
+    def __enter__(self) -> "Recording":
+        self._previous, modes.capture = modes.capture, self
+        return self
+
+    def __exit__(self, *exc) -> None:
+        modes.capture = self._previous
+
+    def detached(self, source: Variable, out: Variable) -> None:
+        self.sources[id(out)] = source
+        self._kept.append(out)
+
+    def entered_no_grad(self) -> None:
+        self.no_grad_at = self.no_grad_at or _with_line(sys._getframe(1))
+        raise self._no_grad_error("")
+
+    def refuse_a_caught_no_grad(self) -> None:
+        """fn caught the refusal and went on: what it did instead is unknown, so refuse again."""
+        if self.no_grad_at is not None:
+            raise self._no_grad_error(" (fn caught the error raised there and went on)")
+
+    def _no_grad_error(self, caught: str) -> "CaptureError":
+        return CaptureError(
+            f"capture: fn entered no_grad() at {self.no_grad_at}{caught}. Values computed there "
+            f"are leaves without a graph, so the plan would keep their capture-time data and use "
+            f"it, stale, on every later run. Rule: a captured function builds its whole graph. "
+            f"Fix: use x.detach() (captured as a stop gradient of the live value), or compute the "
             f"value outside fn and pass it as an input.")
+
+
+def _with_line(frame) -> str:
+    """file:line of the `with no_grad():` line: the first frame outside modes.py and contextlib."""
+    skipped = (contextlib.__file__, is_grad_enabled.__code__.co_filename)   # (modes.py)
+    while frame is not None and frame.f_code.co_filename in skipped:
+        frame = frame.f_back
+    if frame is None:
+        return "an unknown line"
+    return f"{os.path.basename(frame.f_code.co_filename)}:{frame.f_lineno}"
 
 
 def named_params(params) -> dict:
