@@ -18,6 +18,7 @@ class _ThreadModes(threading.local):
     allocator = None    # the Arena or Pool of the innermost scope; None means plain numpy arrays
     recorder = None     # the trace Recorder of minigrad.record(), if one is active
     scope = ()          # the names of the enclosing name_scope()s and Module calls, outermost first
+    capture = None      # the aot capture recording on this thread, told of detach() and no_grad()
 
     def __init__(self):
         # Every op reads these: copied into each thread's own dict they are found there at
@@ -43,6 +44,8 @@ def set_debug(flag: bool) -> bool:
 @contextmanager
 def no_grad() -> Iterator[None]:
     """Inside this block ops build no graph: outputs never require grad (evaluation, optimiser steps)."""
+    if modes.capture is not None:   # its results would be frozen into the plan: capture refuses
+        modes.capture.entered_no_grad()
     previous, modes.grad_enabled = modes.grad_enabled, False
     try:
         yield

@@ -132,7 +132,10 @@ class Variable:
 
     def detach(self) -> "Variable":
         """The same data as a leaf that does not require grad (shares memory)."""
-        return Variable(self.data, False, None, self.name)   # .data is read-only for op outputs
+        out = Variable(self.data, False, None, self.name)   # .data is read-only for op outputs
+        if modes.capture is not None:   # an aot capture is recording: out is a stop gradient there
+            modes.capture.detached(self, out)
+        return out
 
     def item(self) -> float:
         self._check_alive()

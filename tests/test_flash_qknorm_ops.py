@@ -299,11 +299,13 @@ def test_a_weight_set_to_zero_after_the_forward_is_refused():
     (out * W_QKV).sum().backward()
     assert np.all(wq.data)
 
-    qkv, wk = normal(B, T, 3, H, DH), weight()
-    wq = weight()
+    qkv = normal(B, T, 3, H, DH)
+    wq = mg.create_leaf(weight(), requires_grad=True, name="wq")
+    wk = mg.create_leaf(weight(), requires_grad=True, name="wk")
     forward = aot.capture(lambda a: (mg.qkv_qk_norm_rope(a, wq, wk, FREQS, POS) * W_QKV).sum(),
-                          mg.create_leaf(qkv, requires_grad=True, name="qkv"))
-    run = aot.Executor(forward, aot.derive_backward_graph(forward), None, qkv)
-    wk[0] = 0.0        # the plan reads the constant weight's array on every run
+                          mg.create_leaf(qkv, requires_grad=True, name="qkv"), params=[wq, wk])
+    run = aot.Executor(forward, aot.derive_backward_graph(forward), [wq, wk], qkv)
+    wk.data[0] = 0.0   # the plan reads its parameters again on every run (constants are copied
+    #                    at capture, so a parameter is where a weight changes between runs)
     with pytest.raises(NormWeightError, match=r"k_norm_weight .* has zeros at \[0\]"):
         run.run(qkv)

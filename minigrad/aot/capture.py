@@ -5,12 +5,29 @@ examples with every float input marked requires_grad (so every op is recorded), 
 graph from the outputs back and writes one Operation per node, in an order where each tensor is
 written before it is read. Names come from Variable names (parameters such as "layer0.weight",
 inputs) and otherwise from the op ("relu_3"). Shapes and dtypes go into the graph's shape_env.
+
+What the graph walk cannot see, capture decides explicitly (never a silently stale plan):
+* a numpy array or leaf fn uses as a constant is copied at capture, read-only: changing the
+  array afterwards does not change the plan (pass it as an input or a parameter to vary it);
+* x.detach() inside fn, and the .data of a traced tensor used as a constant, become
+  stop_gradient(x): the live value on every run, with no gradient through it;
+* no_grad() inside fn is refused (its results would be frozen constants);
+  (how capture knows: while fn runs, modes.capture is its Recording, which detach() tells of
+  each result and no_grad() asks first);
+* names: inputs and parameters each need their own name, none starting with "saved." or
+  "recomputed."; the output names must be free (derive refuses a tensor named like another's
+  gradient, "d_" + name). Clashes are refused, naming both, never renamed behind your back.
 """
 from __future__ import annotations
+
+import contextlib
+import os
+import sys
 
 import numpy as np
 
 from ..errors import MinigradError
+from ..modes import is_grad_enabled, modes
 from ..variable import Variable, create_leaf
 from ..ops.multi import linked_output, primary_of
 from .derive import INDEX_NAME
@@ -23,10 +40,14 @@ class CaptureError(MinigradError, ValueError):
 
 def capture(fn, *example_inputs, params=None, input_names=None, output_names=None) -> Graph:
     """The forward Graph of fn(*example_inputs); params: a Module, a list or a dict of Variables."""
+    if not is_grad_enabled():
+        raise CaptureError("capture: called inside no_grad(), where ops build no graph, so fn's "
+                           "ops could not be recorded. Fix: call aot.capture outside no_grad().")
     param_vars = named_params(params)
+    given = _input_names(example_inputs, input_names)
+    check_names(given, param_vars)
     leaves, names, no_grad = [], {}, set()
-    for i, value in enumerate(example_inputs):
-        name = _input_name(value, i, len(example_inputs), input_names)
+    for value, name in zip(example_inputs, given):
         data = value.data if isinstance(value, Variable) else np.asarray(value)
         differentiable = data.dtype.kind == "f" and not INDEX_NAME.search(name)   # rope_freqs
         leaf = create_leaf(data, requires_grad=differentiable, name=name)   # recorded, even for data
@@ -36,11 +57,13 @@ def capture(fn, *example_inputs, params=None, input_names=None, output_names=Non
         names[id(leaf)] = name
     for name, p in param_vars.items():
         names[id(p)] = name
-    result = fn(*leaves)
+    with Recording() as recording:
+        result = fn(*leaves)
+    recording.refuse_a_caught_no_grad()
+    detached = recording.sources
     outputs = list(result) if isinstance(result, (tuple, list)) else [result]
-    if output_names is None:
-        output_names = ["loss"] if len(outputs) == 1 else [f"out{i}" for i in range(len(outputs))]
-    graph = Graph(inputs=[names[id(v)] for v in leaves], params=list(param_vars), no_grad=no_grad)
+    output_names = _output_names(outputs, output_names, [*given, *param_vars])
+    graph = Graph(inputs=list(given), params=list(param_vars), no_grad=no_grad)
     for v, out_name in zip(outputs, output_names):
         if not isinstance(v, Variable):
             raise CaptureError(f"capture: fn returned {type(v).__name__}, not a Variable. "
@@ -48,10 +71,65 @@ def capture(fn, *example_inputs, params=None, input_names=None, output_names=Non
         names.setdefault(id(v), out_name)
     for v in leaves + list(param_vars.values()):
         graph.shape_env[names[id(v)]] = TensorInfo(v.shape, v.dtype)
-    for v in _topological(outputs):
-        _record(graph, v, names)
+    owners = {_memory(v._data): names[id(v)] for v in leaves + list(param_vars.values())}
+    for v in _topological(outputs, detached):
+        _record(graph, v, names, detached, owners)
     graph.outputs = [names[id(v)] for v in outputs]
     return graph
+
+
+class Recording:
+    """What fn does that its graph cannot show, told by the engine while fn runs on this thread.
+
+    A detached value and a value computed under no_grad() are both leaves of fn's graph: the
+    walk would take them for constants and freeze their capture-time data. So, while capture
+    runs fn, modes.capture is this object: Variable.detach() tells it each result and its source
+    (capture writes a stop gradient of the live value), and no_grad() asks it first (refused).
+    """
+
+    def __init__(self):
+        self.sources: dict = {}       # id(detach() result) -> the Variable it was detached from
+        self._kept: list = []         # those results, kept alive so that their ids stay theirs
+        self.no_grad_at: str | None = None
+        self._previous = None
+
+    def __enter__(self) -> "Recording":
+        self._previous, modes.capture = modes.capture, self
+        return self
+
+    def __exit__(self, *exc) -> None:
+        modes.capture = self._previous
+
+    def detached(self, source: Variable, out: Variable) -> None:
+        self.sources[id(out)] = source
+        self._kept.append(out)
+
+    def entered_no_grad(self) -> None:
+        self.no_grad_at = self.no_grad_at or _with_line(sys._getframe(1))
+        raise self._no_grad_error("")
+
+    def refuse_a_caught_no_grad(self) -> None:
+        """fn caught the refusal and went on: what it did instead is unknown, so refuse again."""
+        if self.no_grad_at is not None:
+            raise self._no_grad_error(" (fn caught the error raised there and went on)")
+
+    def _no_grad_error(self, caught: str) -> "CaptureError":
+        return CaptureError(
+            f"capture: fn entered no_grad() at {self.no_grad_at}{caught}. Values computed there "
+            f"are leaves without a graph, so the plan would keep their capture-time data and use "
+            f"it, stale, on every later run. Rule: a captured function builds its whole graph. "
+            f"Fix: use x.detach() (captured as a stop gradient of the live value), or compute the "
+            f"value outside fn and pass it as an input.")
+
+
+def _with_line(frame) -> str:
+    """file:line of the `with no_grad():` line: the first frame outside modes.py and contextlib."""
+    skipped = (contextlib.__file__, is_grad_enabled.__code__.co_filename)   # (modes.py)
+    while frame is not None and frame.f_code.co_filename in skipped:
+        frame = frame.f_back
+    if frame is None:
+        return "an unknown line"
+    return f"{os.path.basename(frame.f_code.co_filename)}:{frame.f_lineno}"
 
 
 def named_params(params) -> dict:
@@ -62,56 +140,120 @@ def named_params(params) -> dict:
         params = params.parameters()
     if isinstance(params, dict):
         return dict(params)
-    found = {}
+    found, where = {}, {}
     for i, p in enumerate(params):
-        found[p.name or f"param{i}"] = p
+        name = p.name or f"param{i}"
+        if name in found and found[name] is not p:
+            raise CaptureError(
+                f"capture: parameters {where[name]} and {i} are both named '{name}'. Rule: each "
+                f"parameter of a plan has its own name (its gradient is d_<name>); with one name "
+                f"the second would hide the first, which would get no gradient. Fix: name them "
+                f"(p.name = ...), or pass a dict name -> Variable.")
+        found[name], where[name] = p, i
     return found
 
 
-def _input_name(value, i: int, count: int, given) -> str:
-    if given is not None:
-        return given[i]
+RESERVED_PREFIXES = ("saved.", "recomputed.")   # how backward graphs and plans refer to tensors
+
+
+def check_names(input_names: list, param_vars: dict) -> None:
+    """Inputs and parameters each need a name no other input or parameter has, and none of the
+    prefixes the backward graph uses for its own references."""
+    seen: dict = {}
+    for kind, name in [*(("input", n) for n in input_names), *(("parameter", n) for n in param_vars)]:
+        if not isinstance(name, str) or not name:
+            raise CaptureError(f"capture: {kind} name {name!r} is not a non-empty string. Fix: "
+                               f"name every input and parameter with a string.")
+        if name.startswith(RESERVED_PREFIXES):
+            raise CaptureError(f"capture: {kind} '{name}' starts with '{name.split('.')[0]}.', "
+                               f"which backward graphs use to refer to a forward tensor. Rule: "
+                               f"names must not start with {' or '.join(map(repr, RESERVED_PREFIXES))}."
+                               f" Fix: rename the {kind} (e.g. '{name.replace('.', '_', 1)}').")
+        if name in seen:
+            raise CaptureError(f"capture: {seen[name]} '{name}' and {kind} '{name}' share one name. "
+                               f"Rule: every input and parameter of a plan has its own name (one "
+                               f"would silently stand for the other). Fix: rename the {kind} "
+                               f"(Variable.name, input_names=[...] or the key of the params dict).")
+        seen[name] = kind
+
+
+def _input_names(values: tuple, given) -> list:
+    if given is None:
+        return [_input_name(v, i, len(values)) for i, v in enumerate(values)]
+    given = list(given)
+    if len(given) != len(values):
+        raise CaptureError(f"capture: input_names {given} name {len(given)} inputs, but "
+                           f"{len(values)} example inputs were given. Rule: one name per example "
+                           f"input, in order. Fix: pass {len(values)} names (or none).")
+    return given
+
+
+def _input_name(value, i: int, count: int) -> str:
     if isinstance(value, Variable) and value.name:
         return value.name
     return "x" if count == 1 else f"x{i}"
 
 
-def _topological(outputs: list) -> list:
+def _output_names(outputs: list, given, taken: list) -> list:
+    if given is None:
+        given = ["loss"] if len(outputs) == 1 else [f"out{i}" for i in range(len(outputs))]
+    given = list(given)
+    if len(given) != len(outputs):
+        raise CaptureError(f"capture: output_names {given} name {len(given)} outputs, but fn "
+                           f"returned {len(outputs)}. Fix: one name per output.")
+    for name in given:
+        if name in taken or given.count(name) > 1:
+            raise CaptureError(f"capture: the output name '{name}' is already the name of an input "
+                               f"or parameter (or of another output). Rule: every tensor of a plan "
+                               f"has its own name. Fix: rename that input or parameter, or pass "
+                               f"output_names=[...] with a free name.")
+    return given
+
+
+def _topological(outputs: list, detached: dict) -> list:
     """Non-leaf Variables, each after the Variables it reads (iterative post-order walk).
-    A secondary output of a multi-output op (ops/multi.py) comes after its op's main output."""
+    A secondary output of a multi-output op (ops/multi.py) comes after its op's main output;
+    a detached value (detached: id -> source) comes after its source."""
     order, done, stack = [], set(), [(v, False) for v in outputs]
     while stack:
         v, expanded = stack.pop()
         link = primary_of(v)
-        if id(v) in done or (v.grad_fn is None and link is None):
+        if id(v) in done or (v.grad_fn is None and link is None and id(v) not in detached):
             continue
         if expanded:
             done.add(id(v))
             order.append(v)
             continue
         stack.append((v, True))
-        stack.extend((p, False) for p in reversed(_reads(v, link)))
+        stack.extend((p, False) for p in reversed(_reads(v, link, detached)))
     return order
 
 
-def _reads(v: Variable, link) -> list:
-    """What v depends on: its parents, minus its op's own linked outputs, plus its op's main output."""
+def _reads(v: Variable, link, detached: dict) -> list:
+    """What v depends on: its parents, minus its op's own linked outputs, plus its op's main
+    output; for a detached value, the Variable it was detached from."""
+    if v.grad_fn is None and id(v) in detached:
+        return [detached[id(v)]]
     parents = [p for p in v.parents if (primary_of(p) or (None,))[0] is not v]
     return parents + [link[0]] if link is not None else parents
 
 
-def _record(graph: Graph, v: Variable, names: dict) -> None:
+def _record(graph: Graph, v: Variable, names: dict, detached: dict, owners: dict) -> None:
+    """Append v's operation; owners: memory -> name of each traced tensor so far."""
     if primary_of(v) is not None:   # written by the record of its op's main output (named there)
         return
-    node = v.grad_fn
-    inputs = _reads(v, None)
+    inputs = _reads(v, None, detached)
     for x in inputs:
-        if id(x) not in names:   # a leaf nobody named: a constant folded into the graph
-            fresh = f"const{len(graph.constants)}"   # (a name already taken gets this prefix)
-            names[id(x)] = x.name if x.name and x.name not in graph.shape_env else \
-                (f"{fresh}.{x.name}" if x.name else fresh)
-            graph.constants[names[id(x)]] = x.data
-            graph.shape_env[names[id(x)]] = TensorInfo(x.shape, x.dtype)
+        if id(x) not in names:
+            _name_leaf(graph, x, names, owners)
+    if v.grad_fn is None:            # a detached value: the live value, with no gradient through
+        source = names[id(inputs[0])]
+        if id(v) not in names and (not v.name or v.name == inputs[0].name):
+            names[id(v)] = _free_name(None, f"{source}.detached", graph)
+        _append(graph, v, names, "stop_gradient", {}, inputs, [v], None)
+        owners.setdefault(_memory(v._data), names[id(v)])
+        return
+    node = v.grad_fn
     translate = CAPTURED.get(node.name)
     if translate is None:
         raise CaptureError(f"capture: the eager op '{node.name}' has no ahead-of-time form. "
@@ -119,7 +261,43 @@ def _record(graph: Graph, v: Variable, names: dict) -> None:
                            f"ops, or add it to minigrad.aot.capture.CAPTURED (with an executor "
                            f"kernel and a backward rule).")
     op_type, attrs, *more = translate(node, v, inputs)
-    outputs = more[0] if more else [v]   # several: Variables and (label, TensorInfo) pairs
+    outputs = more[0] if more else [v]
+    _append(graph, v, names, op_type, attrs, inputs, outputs, node)
+    for out in outputs:
+        if isinstance(out, Variable):
+            owners.setdefault(_memory(out._data), names[id(out)])
+
+
+def _memory(array: np.ndarray) -> tuple:
+    """Where an array's values are: two arrays with this key show the same numbers."""
+    return (array.__array_interface__["data"][0], array.shape, array.strides, array.dtype.str)
+
+
+def _name_leaf(graph: Graph, x: Variable, names: dict, owners: dict) -> None:
+    """A leaf nobody named: the data of a traced tensor (read through .data) is that tensor,
+    with no gradient; anything else is a constant, copied now and read-only (a later change to
+    the array must not change the plan)."""
+    source = owners.get(_memory(x._data)) if x._data.size else None
+    if source is not None:
+        names[id(x)] = f"{source}.detached"
+        if names[id(x)] not in graph.shape_env:
+            graph.shape_env[names[id(x)]] = TensorInfo(x.shape, x.dtype)
+            graph.operations.append(Operation(f"stop_gradient_{len(graph.operations)}",
+                                              "stop_gradient", (source,), (names[id(x)],)))
+        return
+    fresh = f"const{len(graph.constants)}"   # (a name already taken gets this prefix)
+    name = x.name if _is_free(x.name, graph) else \
+        (f"{fresh}.{x.name}" if x.name else fresh)
+    names[id(x)] = name
+    constant = np.array(x.data)
+    constant.flags.writeable = False
+    graph.constants[name] = constant
+    graph.shape_env[name] = TensorInfo(x.shape, x.dtype)
+
+
+def _append(graph: Graph, v: Variable, names: dict, op_type: str, attrs: dict, inputs: list,
+            outputs: list, node) -> None:
+    """Write v's operation: name its outputs (Variables and (label, TensorInfo) pairs)."""
     k = len(graph.operations)
     op_id = f"{op_type}_{k}"
     if id(v) not in names:
@@ -144,10 +322,15 @@ def _label(node, out: Variable) -> str:
     return labels[0] if labels else "out"
 
 
+def _is_free(name, graph: Graph) -> bool:
+    """Not taken, and not one of the prefixes backward graphs use ("saved.x" means x there)."""
+    return bool(name) and name not in graph.shape_env and not name.startswith(RESERVED_PREFIXES)
+
+
 def _free_name(own, fallback: str, graph: Graph) -> str:
     """own if it is free, else fallback, else fallback with a number."""
     for name in (own, fallback):
-        if name and name not in graph.shape_env:
+        if _is_free(name, graph):
             return name
     k = 1
     while f"{fallback}{k}" in graph.shape_env:
@@ -159,10 +342,10 @@ def _output_name(v: Variable, op_id: str, input_names: list, graph: Graph) -> st
     """The Variable's own name; else the module's, read off its parameters ("layer0.weight" ->
     "layer0"); else the op id ("relu_1"). A name already taken falls through to the next."""
     modules = [n.rsplit(".", 1)[0] for n in input_names if n in graph.params and "." in n]
-    for name in (v.name, *modules[:1], op_id):
-        if name and name not in graph.shape_env:
+    for name in (v.name, *modules[:1]):
+        if _is_free(name, graph):
             return name
-    return op_id
+    return _free_name(None, op_id, graph)   # (a parameter may be named like an op id)
 
 
 def _same(op_type: str):

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .ir import Graph, Operation, is_saved, unsaved
+from .ir import Graph, Operation, detached_tensors, is_saved, unsaved
 from .rules import BackwardRuleContext, BackwardRuleRegistry, DeriveError, registry as default_registry
 
 EXTERNAL = -1   # the producer of inputs, params and constants: they come from outside the graph
@@ -73,6 +73,7 @@ def build_producer_map(forward: Graph, opts, log: list) -> dict:
                 raise DeriveError(f"tensor '{t}' is written twice ({op.id} and before). Rule: an IR "
                                   f"graph assigns each name once. Fix: give {op.id}'s output a new name.")
             producer[t] = i
+    _check_gradient_names(producer, opts.grad_prefix)
     if opts.loss_name not in producer:
         raise DeriveError(f"loss_name '{opts.loss_name}' is not a tensor of the forward graph "
                           f"(outputs: {forward.outputs}). Fix: DeriveBackwardOptions(loss_name=...).")
@@ -90,6 +91,19 @@ def build_producer_map(forward: Graph, opts, log: list) -> dict:
     return producer
 
 
+def _check_gradient_names(tensors: dict, prefix: str) -> None:
+    """The gradient of t is named prefix + t: no forward tensor may already have that name
+    (a parameter "d_loss" would be read as the loss's gradient, or overwritten by it)."""
+    for t in tensors:
+        if prefix + t in tensors:
+            raise DeriveError(f"the forward graph has a tensor '{t}' and a tensor '{prefix + t}', "
+                              f"the name of {t}'s gradient. Rule: no forward tensor is named like "
+                              f"a gradient ('{prefix}' + another tensor's name). Fix: rename "
+                              f"'{prefix + t}' (Variable.name, input_names or the params dict), "
+                              f"or derive with DeriveBackwardOptions(grad_prefix=...) of another "
+                              f"prefix.")
+
+
 def is_differentiable(forward: Graph, name: str, stopped: set) -> bool:
     """Floats only, no index tensors, nothing on the stop-gradient list."""
     info = forward.shape_env.get(name)
@@ -100,7 +114,8 @@ def is_differentiable(forward: Graph, name: str, stopped: set) -> bool:
 
 def propagate_needs_grad(forward: Graph, opts, producer: dict, log: list) -> set:
     """Step 2: from the loss back (work queue), intersected with what depends on a source."""
-    stopped = set(opts.stop_gradients) | set(forward.no_grad) | set(forward.constants)
+    stopped = set(opts.stop_gradients) | set(forward.no_grad) | set(forward.constants) | \
+        detached_tensors(forward)
     diff = {t for t in producer if is_differentiable(forward, t, stopped)}
     reaches_loss, queue = {opts.loss_name} & diff, [opts.loss_name]
     while queue:

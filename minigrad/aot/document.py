@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .ir import SAVED_PREFIX, Graph
+from .ir import SAVED_PREFIX, Graph, detached_tensors
 
 SCHEMA, VERSION = "minigrad-aot", 1
 
@@ -167,7 +167,7 @@ def aot_document(forward: Graph, backward: Graph, *, steps=None, plan=None, opti
                  title: str | None = None) -> dict:
     """The JSON-ready document of one derivation (see the module docstring)."""
     grad_prefix = getattr(options, "grad_prefix", "d_")
-    stop = set(getattr(options, "stop_gradients", ()) or ())
+    stop = set(getattr(options, "stop_gradients", ()) or ()) | detached_tensors(forward)
     nodes, edges, tensor_id = _forward_nodes(forward, backward, grad_prefix, stop)
     fwd_op_id = {op.id: f"o{k}" for k, op in enumerate(forward.operations)}
     derivation = _normalize_steps(steps, backward)

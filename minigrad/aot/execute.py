@@ -11,18 +11,22 @@ for each op in order. Views (reshape, identity, transpose) cost nothing: their o
 of the input's buffer, made once. Every tensor keeps its own buffer (saved tensors included), so a
 saved.x is simply x's buffer; plan.py says how much memory a buffer-sharing runtime would need.
 Buffers are reused by the next run: copy a result to keep it.
+
+run() copies each input and parameter into the plan's own buffer first, after checking its shape
+and kind of dtype: the plan reads a parameter's current array on every run (`w.data = new` and
+in-place optimiser steps alike), and the inputs hold their values after the run.
 """
 from __future__ import annotations
 
 import numpy as np
 
 from .. import kernels
-from ..errors import MinigradError
-from ..ops.loss import check_mse_shapes
+from ..errors import DtypeError, MinigradError
+from ..ops.loss import check_class_targets, check_mse_shapes
 from ..variable import Variable
 from . import placement
 from .capture import named_params
-from .ir import Graph, is_saved, unsaved
+from .ir import Graph, TensorInfo, is_saved, unsaved
 
 
 class ExecuteError(MinigradError, ValueError):
@@ -42,25 +46,30 @@ class Executor:
         self.forward, self.backward = forward, backward
         self.constant_ids: set = set()   # buffers written once at compile time (never shared)
         self.env: dict = dict(forward.constants)
-        for name, array in _param_arrays(params).items():
-            self.env[name] = array          # by reference: an optimiser updating it in place is seen
-        missing = [p for p in forward.params if p not in self.env]
+        # The plan owns a copy of each parameter, refreshed from the parameter on every run: a
+        # kept reference would miss `w.data = new_array` (and a shape change would go unseen).
+        self.param_sources = _param_sources(params)
+        missing = [p for p in forward.params if p not in self.param_sources]
         if missing:
             raise ExecuteError(f"Executor: no array for params {missing}. Fix: pass the model, a "
                                f"list of its parameter Variables or a dict name -> array.")
+        for name in forward.params:
+            self.env[name] = np.array(checked_value("Executor", "parameter", name,
+                                                    self.param_sources[name](), forward.shape_env.get(name)))
         if len(example_inputs) != len(forward.inputs):
             raise ExecuteError(f"Executor: the forward graph has inputs {forward.inputs}, got "
                                f"{len(example_inputs)} example arrays. Fix: pass one per input.")
         for name, value in zip(forward.inputs, example_inputs):
-            self.env[name] = np.array(value.data if isinstance(value, Variable) else value)
-        self.forward_calls = self._compile(forward.operations)
+            self.env[name] = np.array(checked_value("Executor", "input", name, value,
+                                                    forward.shape_env.get(name)))
+        self.forward_calls = self._compile(forward.operations, forward)
         self.backward_calls = []
         if backward is not None:
             d_loss = backward.inputs[0]
             loss = self.env[forward.outputs[0]]
             self.env[d_loss] = np.ones_like(loss)   # d loss / d loss = 1, written once
             self._check_saves(backward)
-            self.backward_calls = self._compile(backward.operations, saved_ok=True)
+            self.backward_calls = self._compile(backward.operations, backward, saved_ok=True)
         self.unshared_bytes = self.arena_bytes = None
         if share_buffers:
             self._share_buffers(params)
@@ -74,8 +83,8 @@ class Executor:
         outputs = [*self.forward.outputs, *(self.backward.outputs if self.backward else [])]
         calls = self.forward_calls + self.backward_calls
         calls, self.env, self.arena_bytes, self.unshared_bytes = placement.place(
-            calls, self.env, external, [self.env[n] for n in outputs],
-            [self.env[n] for n in self.forward.inputs])
+            calls, self.env, external, [self.env[n] for n in (*outputs, *self.forward.inputs)],
+            [self.env[n] for n in self.forward.inputs])   # inputs keep their values to the end
         n = len(self.forward_calls)
         self.forward_calls, self.backward_calls = calls[:n], calls[n:]
 
@@ -89,7 +98,7 @@ class Executor:
                         f"auto_save=False only extra_saves are kept. Fix: add '{unsaved(t)}' to "
                         f"extra_saves, or derive with auto_save=True.")
 
-    def _compile(self, operations, saved_ok: bool = False) -> list:
+    def _compile(self, operations, graph: Graph, saved_ok: bool = False) -> list:
         calls = []
         for op in operations:
             compiler = COMPILERS.get(op.type)
@@ -111,6 +120,7 @@ class Executor:
                                        f"{type(array).__name__} for '{name}', not an ndarray. "
                                        f"Rule: every buffer of a plan, 0-d included, is an ndarray "
                                        f"later runs write into. Fix: wrap its result in kernels.as_array().")
+                _check_declared_shape(op, name, array, graph.shape_env.get(name))
                 self.env[name] = array
                 if not op_calls and not any(placement.root_of(array) is placement.root_of(a)
                                             for a in args):
@@ -131,31 +141,78 @@ class Executor:
         if len(inputs) != len(self.forward.inputs):
             raise ExecuteError(f"Executor.run: the graph has inputs {self.forward.inputs}, got "
                                f"{len(inputs)} values. Fix: pass one array per input, in order.")
+        for name, source in self.param_sources.items():
+            if name in env:
+                self._write("parameter", name, source())
         for name, value in zip(self.forward.inputs, inputs):
-            value = value.data if isinstance(value, Variable) else value
-            buffer = env[name]
-            if np.shape(value) != buffer.shape:
-                raise ExecuteError(
-                    f"Executor.run: input '{name}' has shape {np.shape(value)}, the plan was "
-                    f"compiled for {buffer.shape}. Rule: an ahead-of-time plan has static shapes. "
-                    f"Fix: capture and compile again with an example of the new shape.")
-            np.copyto(buffer, value)
+            self._write("input", name, value)
         for fn, args in self.forward_calls:
             fn(*args)
         for fn, args in self.backward_calls:
             fn(*args)
         return env[self.forward.outputs[0]]
 
+    def _write(self, kind: str, name: str, value) -> None:
+        buffer = self.env[name]
+        info = TensorInfo(buffer.shape, buffer.dtype)
+        np.copyto(buffer, checked_value("Executor.run", kind, name, value, info), casting="same_kind")
+
     def grads(self) -> dict:
         """The backward graph's outputs, by name ("d_layer0.weight" -> array); reused by the next run."""
+        if self.backward is None:
+            raise ExecuteError("Executor.grads: this executor has no backward graph (it was built "
+                               "with backward=None), so it computes no gradients. Fix: "
+                               "Executor(forward, derive_backward_graph(forward), params, *inputs).")
         return {name: self.env[name] for name in self.backward.outputs}
 
     def __getitem__(self, name: str) -> np.ndarray:
         return self.env[unsaved(name)]
 
 
-def _param_arrays(params) -> dict:
-    return {name: getattr(p, "data", p) for name, p in named_params(params).items()}
+def checked_value(where: str, kind: str, name: str, value, info) -> np.ndarray:
+    """value as an array that fits the plan's tensor `name` (shape, and a dtype numpy casts
+    without changing its kind: float targets or complex inputs are refused, not truncated)."""
+    value = np.asarray(value.data if isinstance(value, Variable) else value)
+    if info is None:
+        return value
+    if value.shape != tuple(info.shape):
+        raise ExecuteError(
+            f"{where}: {kind} '{name}' has shape {value.shape}, the plan was compiled for "
+            f"{tuple(info.shape)}. Rule: an ahead-of-time plan has static shapes. Fix: capture "
+            f"and compile again with an example of the new shape.")
+    if not np.can_cast(value.dtype, info.dtype, "same_kind"):
+        raise DtypeError(
+            f"{where}: {kind} '{name}' has dtype {value.dtype}, the plan was compiled for "
+            f"{np.dtype(info.dtype)}. Rule: a value may change precision, not kind (no float "
+            f"class targets, no complex numbers). Fix: pass {np.dtype(info.dtype)} data, e.g. "
+            f"value.astype(np.{np.dtype(info.dtype).name}) if that is what you mean.")
+    return value
+
+
+def _check_declared_shape(op, name: str, array: np.ndarray, info) -> None:
+    # The graphs declare every tensor's shape (a gradient has its tensor's shape). A rule whose
+    # op yields another shape would hand back a broadcast gradient without a word: refuse it.
+    if info is not None and tuple(array.shape) != tuple(info.shape):
+        raise ExecuteError(
+            f"Executor: op {op.id} ({op.type}) makes '{name}' of shape {array.shape}, but the graph "
+            f"declares {tuple(info.shape)}. Rule: a gradient has its tensor's shape (broadcast "
+            f"axes summed back, as eager's accumulate_grad does). Fix: the backward rule must end "
+            f"with ctx.to_input_shape(...) or a sum_to_shape op.")
+
+
+def _param_sources(params) -> dict:
+    """name -> a function returning the parameter's current array (read again on every run)."""
+    sources = {}
+    for name, p in named_params(params).items():
+        if isinstance(p, Variable):
+            sources[name] = lambda p=p: p.data
+        elif isinstance(p, np.ndarray):
+            sources[name] = lambda p=p: p
+        else:
+            raise ExecuteError(f"Executor: parameter '{name}' is a {type(p).__name__}. Rule: "
+                               f"params are Variables or numpy arrays. Fix: pass the model, a list "
+                               f"of its parameter Variables or a dict name -> Variable or ndarray.")
+    return sources
 
 
 # -- compilers: (input arrays, attrs) -> (output buffer, [(fn, args)]) ---------------------------
@@ -304,8 +361,15 @@ def _pow_backward(grad_output, x, exponent=None, **attrs):
     return _call(kernels.pow_backward, x, exponent, grad_output, _empty_for(x, grad_output))
 
 
+def _checked_cross_entropy(logits, targets, out):
+    # Targets may be new data on every run: checked each time with the eager op's check (numpy
+    # would read -1 as the last class, and raise a bare IndexError past the end).
+    check_class_targets(logits, targets)
+    kernels.cross_entropy(logits, targets, out)
+
+
 def _cross_entropy(logits, targets, **attrs):
-    return _call(kernels.cross_entropy, logits, targets, np.empty((), logits.dtype))
+    return _call(_checked_cross_entropy, logits, targets, np.empty((), logits.dtype))
 
 
 def _cross_entropy_backward(grad_output, logits, targets, **attrs):
@@ -348,7 +412,7 @@ COMPILERS = {
     "log_softmax_backward": _along_axis_backward(kernels.log_softmax_backward),
     "matmul": _matmul, "matmul_bias": _matmul_bias,
     "view": _view, "reshape": _view, "transpose": _transpose,
-    "identity": _identity, "copy": _copy, "zeros": _zeros,
+    "identity": _identity, "stop_gradient": _identity, "copy": _copy, "zeros": _zeros,
     "sum": _sum, "mean": _mean, "expand": _expand, "sum_to_shape": _sum_to_shape,
     "pow": _pow, "pow_backward": _pow_backward,
     "cross_entropy": _cross_entropy, "cross_entropy_backward": _cross_entropy_backward,

@@ -91,6 +91,11 @@ class Graph:
         printer.text(self.text())
 
 
+def detached_tensors(graph: Graph) -> set:
+    """The outputs of stop_gradient operations (x.detach() in a captured function): no gradient."""
+    return {t for op in graph.operations if op.type == "stop_gradient" for t in op.outputs}
+
+
 def is_saved(name: str) -> bool:
     return name.startswith(SAVED_PREFIX)
 

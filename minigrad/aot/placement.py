@@ -4,10 +4,11 @@ Compiling gives every tensor a buffer of its own. Placement then reads the compi
 timeline: a buffer is alive from the first call that touches it (the call that writes it) to the
 last call that touches it. Walking the buffers by start, each takes the lowest offset of one
 flat byte array that no live buffer uses (first fit), and the calls' arguments are re-pointed
-there. Graph outputs (the loss, the gradients) stay alive to the end and inputs from the start,
-so what run() returns is intact; an intermediate tensor read after run() may have been
-overwritten (Executor(..., share_buffers=False) keeps every buffer). Parameters, constants and
-d_loss are not placed: they belong to the caller or are written once.
+there. Graph outputs (the loss, the gradients) stay alive to the end and inputs from the start
+to the end, so what run() returns and the inputs it was given are intact; an intermediate tensor
+read after run() may have been overwritten (Executor(..., share_buffers=False) keeps every
+buffer). Parameters, constants and d_loss are not placed: they are refreshed at the start of
+each run or written once.
 """
 from __future__ import annotations
 

@@ -22,7 +22,7 @@ from ..errors import MinigradError
 from .derive import compute_required_saves
 from .ir import Graph, Operation, saved_name_of, unsaved
 
-ALIAS_OPS = {"view", "reshape", "transpose", "identity", "broadcast_to"}
+ALIAS_OPS = {"view", "reshape", "transpose", "identity", "stop_gradient", "broadcast_to"}
 CHEAP_OPS = {"relu", "tanh", "sigmoid", "silu", "gelu", "add", "bias_add", "subtract", "multiply",
              "neg", "exp", "swiglu",
              "rmsnorm", "fused_residual_rmsnorm", "rope"}   # (one pass over each row: as cheap)

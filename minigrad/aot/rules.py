@@ -16,7 +16,7 @@ import numpy as np
 
 from .. import kernels
 from ..errors import MinigradError
-from .ir import SAVED_PREFIX, Graph, Operation
+from .ir import SAVED_PREFIX, Graph, Operation, TensorInfo
 
 
 class DeriveError(MinigradError, ValueError):
@@ -76,7 +76,9 @@ class BackwardRuleContext:
 
     def temp(self, label: str, like: str) -> str:
         """A fresh name for an intermediate backward tensor shaped like forward tensor `like`."""
-        info = self._info(like, f"ctx.temp({label!r}, like={like!r})")
+        return self._fresh(label, self._info(like, f"ctx.temp({label!r}, like={like!r})"))
+
+    def _fresh(self, label: str, info) -> str:
         self._counter[0] += 1
         name = f"{label}_{self._counter[0]}"
         self.new_shapes[name] = info
@@ -96,12 +98,21 @@ class BackwardRuleContext:
         self._counter[0] += 1
         return Operation(f"{type_}_{self._counter[0]}", type_, tuple(inputs), tuple(outputs), attrs)
 
+    def broadcast_temp(self, label: str) -> str:
+        """A fresh name shaped like the op's inputs broadcast together (an elementwise gradient)."""
+        infos = [self._info(t, f"ctx.broadcast_temp({label!r})") for t in self.fwd_op.inputs]
+        shape = np.broadcast_shapes(*(tuple(i.shape) for i in infos))
+        return self._fresh(label, TensorInfo(shape, np.result_type(*(i.dtype for i in infos))))
+
     def to_input_shape(self, i: int, type_: str, inputs, **attrs) -> list:
-        """Emit type_(inputs) as the gradient of input i, summed back over broadcast axes."""
-        x, out = self.fwd_op.inputs[i], self.fwd_op.outputs[0]
-        if self.shape(x) == self.shape(out):
+        """Emit type_(inputs) as the gradient of input i. An elementwise op computes it in the
+        broadcast shape of all its inputs; where input i was broadcast, the piece is summed back
+        to its shape (what eager's accumulate_grad does with sum_to_shape)."""
+        x = self.fwd_op.inputs[i]
+        full = np.broadcast_shapes(*(tuple(self.shape(t)) for t in self.fwd_op.inputs))
+        if tuple(self.shape(x)) == full:
             return [self.op(type_, inputs, [self.d_inputs[i]], **attrs)]
-        piece = self.temp(f"{self.d_inputs[i]}_full", like=out)
+        piece = self.broadcast_temp(f"{self.d_inputs[i]}_full")
         return [self.op(type_, inputs, [piece], **attrs),
                 self.op("sum_to_shape", [piece], [self.d_inputs[i]], shape=self.shape(x))]
 
@@ -327,6 +338,12 @@ def zeros_backward(ctx):
     return []
 
 
+@rule("stop_gradient")
+def stop_gradient_backward(ctx):
+    """y = x with no gradient through (detach): derive never asks; nothing to emit."""
+    return []
+
+
 @rule("identity", "copy")
 def identity_backward(ctx):
     """y = x: dx = dy."""
@@ -370,10 +387,13 @@ def broadcast_to_backward(ctx):
 
 @rule("mse")
 def mse_backward(ctx):
-    """L = mean((p - t)^2): dp = 2 (p - t) / n * dL, dt = -dp; saves p and t."""
+    """L = mean((p - t)^2): dp = 2 (p - t) / n * dL, dt = -dp, each summed back to its
+    operand's shape where p and t broadcast; saves p and t."""
     pred, target = ctx.fwd_op.inputs
-    d_pred = ctx.d_inputs[0] if ctx.needs_grad(0) else ctx.temp("d_pred", like=pred)
-    ops = [ctx.op("mse_backward", [ctx.d_output, ctx.read(pred), ctx.read(target)], [d_pred])]
+    d_diff = ctx.broadcast_temp("d_mse_diff")
+    ops = [ctx.op("mse_backward", [ctx.d_output, ctx.read(pred), ctx.read(target)], [d_diff])]
+    if ctx.needs_grad(0):
+        ops += ctx.to_input_shape(0, "identity", [d_diff])
     if ctx.needs_grad(1):
-        ops.append(ctx.op("neg", [d_pred], [ctx.d_inputs[1]]))
+        ops += ctx.to_input_shape(1, "neg", [d_diff])
     return ops

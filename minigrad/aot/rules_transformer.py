@@ -43,17 +43,21 @@ def fused_residual_rmsnorm_backward(ctx):
     d_residual_out, d_y = ctx.d_outputs[0], ctx.d_outputs[1]
     wanted = [i for i in (0, 1) if ctx.needs_grad(i)]
     if d_y is None:   # only residual_out reaches the loss: it passes straight through
-        ops = [ctx.op("identity", [d_residual_out], [ctx.d_inputs[i]]) for i in wanted]
+        ops = [op for i in wanted for op in ctx.to_input_shape(i, "identity", [d_residual_out])]
         if ctx.needs_grad(2):
             ops.append(ctx.op("zeros", [], [ctx.d_inputs[2]], shape=ctx.shape(weight),
                               dtype=str(ctx.shape_env[weight].dtype)))
         return ops
-    d_sum = ctx.d_inputs[wanted[0]] if wanted else ctx.temp("unused_d_sum", like=residual_out)
+    # d_sum has residual_out's shape; an operand that was broadcast (a (1, D) residual) gets it
+    # summed back to its own shape
+    full = [i for i in wanted if ctx.shape(ctx.fwd_op.inputs[i]) == ctx.shape(residual_out)][:1]
+    d_sum = ctx.d_inputs[full[0]] if full else \
+        ctx.temp("d_residual_sum" if wanted else "unused_d_sum", like=residual_out)
     extra = [d_residual_out] if d_residual_out is not None else []
     ops = [ctx.op("fused_residual_rmsnorm_backward",
                   [d_y, saved_ref(residual_out), ctx.read(weight), saved_ref(rstd), *extra],
                   [d_sum, _grads_or_temps(ctx, 2)[0]])]
-    ops += [ctx.op("identity", [d_sum], [ctx.d_inputs[i]]) for i in wanted[1:]]
+    ops += [op for i in wanted if i not in full for op in ctx.to_input_shape(i, "identity", [d_sum])]
     return ops
 
 

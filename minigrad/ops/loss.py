@@ -57,7 +57,7 @@ class CrossEntropy(Function):
 
     @staticmethod
     def forward(ctx, logits, targets):
-        _check_targets(logits, targets)
+        check_class_targets(logits, targets)
         n = logits.shape[0]
         log_probs = kernels.log_softmax(logits, 1)
         probs = np.exp(log_probs, out=ctx.arena and ctx.buffer(logits, floating=True, kind="saved"))
@@ -109,7 +109,7 @@ def check_mse_shapes(pred: np.ndarray, target: np.ndarray) -> None:
                          f"shape, e.g. target.reshape({pred.shape}) or pred.reshape(-1).")
 
 
-def _check_targets(logits: np.ndarray, targets: np.ndarray) -> None:
+def check_class_targets(logits: np.ndarray, targets: np.ndarray) -> None:
     if logits.ndim != 2:
         raise ShapeError(f"cross_entropy: logits must have shape (N, C), got {logits.shape}. "
                          f"Fix: reshape to (batch, classes), e.g. logits.reshape(-1, C).")
