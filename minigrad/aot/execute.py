@@ -141,9 +141,8 @@ class Executor:
         if len(inputs) != len(self.forward.inputs):
             raise ExecuteError(f"Executor.run: the graph has inputs {self.forward.inputs}, got "
                                f"{len(inputs)} values. Fix: pass one array per input, in order.")
-        for name, source in self.param_sources.items():
-            if name in env:
-                self._write("parameter", name, source())
+        for name in self.forward.params:   # (a name given as a parameter but captured as a
+            self._write("parameter", name, self.param_sources[name]())   # constant stays a constant)
         for name, value in zip(self.forward.inputs, inputs):
             self._write("input", name, value)
         for fn, args in self.forward_calls:
