@@ -282,11 +282,10 @@ def pow_backward(x: np.ndarray, exponent, grad_output: np.ndarray, out=None) -> 
             np.broadcast_shapes(x.shape, grad_output.shape), np.result_type(x, grad_output))
         grad.fill(0)
         return grad
-    grad = np.power(x, exponent - 1, out=out,   # (explicit dtype: see divide_total)
-                    dtype=np.result_type(x.dtype, grad_output.dtype))
-    grad *= exponent
-    grad *= grad_output
-    return grad
+    dtype = np.result_type(x.dtype, grad_output.dtype)   # (explicit dtypes: see divide_total)
+    grad = np.power(x, exponent - 1, out=out, dtype=dtype)
+    grad = np.multiply(grad, exponent, out=out, dtype=dtype)
+    return np.multiply(grad, grad_output, out=out, dtype=dtype)
 
 
 def relu(x: np.ndarray, out=None) -> np.ndarray:
