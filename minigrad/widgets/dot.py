@@ -29,8 +29,10 @@ EDGE_STYLE = {
 
 
 def _label(*parts: str) -> str:
-    """User text is escaped: no HTML-like labels, no backslash escapes from names."""
-    return "\\n".join(graphviz.escape(p) for p in parts if p)
+    """User text is drawn as written: no HTML-like labels, no backslash escapes from names, and
+    `&` written as `&amp;` (Graphviz decodes entities in labels: a name "a&lt;b" would
+    otherwise be drawn as "a<b"). widgets/src/refold.js `label` writes the same text."""
+    return "\\n".join(graphviz.escape(p.replace("&", "&amp;")) for p in parts if p)
 
 
 def _shape(shape: list) -> str:
@@ -136,7 +138,7 @@ def box_group(around: str | None) -> str:
 def _frames(order: list, opened: set) -> dict:
     """scope -> a cluster subgraph, for every open scope (its frame: click it to close)."""
     return {scope: graphviz.Digraph(name=f"cluster_{k}", graph_attr={
-                "label": scope, "id": FRAME + scope, **FRAME_STYLE})
+                "label": _label(scope), "id": FRAME + scope, **FRAME_STYLE})
             for k, scope in enumerate(order) if scope in opened}
 
 
