@@ -347,10 +347,10 @@ def _take_back(allocator, mark: int) -> None:
             allocator.free(block)
         return
     recorder = modes.recorder
-    phase = recorder.phase if recorder is not None else None
+    phases = recorder.phases() if recorder is not None else None
     allocator.pop_to(mark)
     if recorder is not None:
-        recorder.phase = phase
+        recorder.restore_phases(phases)
 
 
 def _on(allocator, array: np.ndarray, owner: str) -> np.ndarray:
