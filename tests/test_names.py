@@ -18,6 +18,8 @@ ENTRIES = {
     "Arena": lambda name: mg.Arena(name, 64),
     "Pool": lambda name: mg.Pool(name),
     "record": lambda name: mg.record(name).__enter__(),
+    "Tape.var": lambda name: mg.tape.Tape().var(1.0, name=name),
+    "TensorTape.const": lambda name: mg.tape.TensorTape().const(np.ones(2), name=name),
 }
 
 

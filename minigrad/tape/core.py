@@ -25,6 +25,7 @@ import numpy as np
 from typing import NamedTuple
 
 from ..errors import BackwardError, DtypeError, InplaceError, MinigradError
+from ..names import check_name
 from .rules import OP_NAMES, RULES
 from .slots import Slot
 
@@ -94,6 +95,7 @@ class Tape:
         return self._push(float(x), requires_grad, kind, name)
 
     def _push(self, value, requires_grad: bool, kind: str, name) -> int:
+        name = check_name(name, f"tape.{kind}(name=...)")
         slot = len(self.values)
         self.values.append(value)
         self.grads.append(None)
