@@ -142,7 +142,8 @@ def _recompute_and_backward(ctx, grad_output, stepping: bool):
         recorder.keep_values()
         phase = recorder.begin_recompute()
     outer = ctx.inputs
-    leaves = [_stand_in(i, a, x, outer) for i, (a, x) in enumerate(zip(ctx.saved_tensors, outer))]
+    leaves = [_stand_in(i, a, x, outer, ctx.n_inputs)
+              for i, (a, x) in enumerate(zip(ctx.saved_tensors, outer))]
     first_seq = next(_creation_counter)
     before = modes.grad_enabled, modes.allocator, modes.scope
     modes.grad_enabled, modes.allocator, modes.scope = True, allocator, ctx.forward_scope
@@ -154,7 +155,7 @@ def _recompute_and_backward(ctx, grad_output, stepping: bool):
             _free_unsaved(allocator, mark)
     finally:
         modes.grad_enabled, modes.allocator, modes.scope = before
-    closure = _ClosureGrads(outer)
+    closure = _ClosureGrads(outer, leaves)
     try:
         if stepping or recorder is not None:
             recomputed = [engine.Step("recompute", ctx, y)]   # the recompute is a step of its own
@@ -180,13 +181,15 @@ def _recompute_and_backward(ctx, grad_output, stepping: bool):
     ctx.recomputed = grads
 
 
-def _stand_in(i: int, array, x: Variable, outer: tuple) -> Variable:
+def _stand_in(i: int, array, x: Variable, outer: tuple, n_inputs: int) -> Variable:
     """The leaf that plays input i in the recompute. For a parameter whose gradient backward has
     not written yet, it shares the parameter's gradient buffer: the segment's backward then
     writes the weight gradient straight where the parameter keeps it (no extra copy, nothing
-    the size of a weight on the graph's allocator). (x, W, W: only the first W shares.)"""
+    the size of a weight on the graph's allocator). (x, W, W: only the first W shares; a
+    parameter the node holds only because fn reaches it by closure, i >= n_inputs, does not:
+    fn never sees that stand-in, and W keeps the buffer for itself, see _ClosureGrads.)"""
     leaf = Variable(array, x.requires_grad, None, x.name or f"checkpoint input {i}", x._block)
-    if x.grad_fn is None and x._grad is None and _first(x, outer) == i:
+    if x.grad_fn is None and x._grad is None and _first(x, outer) == i and i < n_inputs:
         leaf._grad_buffer = x._grad_buffer
     return leaf
 
@@ -201,15 +204,17 @@ class _ClosureGrads:
     fn may also use such a parameter W through its closure (or the node may hold W only because
     fn reaches it that way). The recompute's backward then writes W's gradient twice: through the
     stand-in, which shares W's gradient buffer, and into W itself, which would write that same
-    buffer and overwrite one part with the other. So while it runs, W has no gradient and no
-    buffer of its own: what the closure gives lands in a fresh array, which restore() hands back
-    (input index -> gradient) to be added to the stand-in's, and W gets its state back."""
+    buffer and overwrite one part with the other. So while it runs, W has no gradient, and what
+    the closure gives lands in an array restore() hands back (input index -> gradient) to be
+    added to the stand-in's; then W gets its state back. That array is W's own buffer when
+    nothing else holds it (no stand-in shares it, no gradient is in it yet), else a fresh one."""
 
-    def __init__(self, outer: tuple):
+    def __init__(self, outer: tuple, leaves: list):
         self.saved = [(i, x, x._grad, x._grad_buffer) for i, x in enumerate(outer)
                       if x.grad_fn is None and x.requires_grad and _first(x, outer) == i]
-        for _, x, _, _ in self.saved:
-            x._grad, x._grad_buffer = None, None
+        for i, x, grad, buffer in self.saved:
+            free = grad is None and leaves[i]._grad_buffer is not buffer
+            x._grad, x._grad_buffer = None, (buffer if free else None)
 
     def restore(self) -> dict:
         through_closure = {}
