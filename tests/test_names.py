@@ -9,7 +9,7 @@ import minigrad as mg
 from minigrad.errors import MinigradError
 from minigrad.names import NameTypeError, NameValueError
 from minigrad.nn import Linear
-from minigrad.widgets import GraphView, save_html
+from minigrad.widgets import GraphView, MemoryView, save_html
 
 ENTRIES = {
     "create_leaf": lambda name: mg.create_leaf([1.0], name=name),
@@ -83,3 +83,11 @@ def test_printable_unicode_names_and_str_subclasses_are_accepted_and_saved(tmp_p
     data = page.split('id="minigrad-data">', 1)[1].split("</script>", 1)[0]
     doc = json.loads(data)["trace"]
     assert {n["name"] for n in doc["nodes"] if n["type"] == "variable"} >= set(names[:-1])
+
+
+def test_misuse_a_memory_comparison_run_name_with_a_control_character():
+    with mg.record() as a:
+        mg.create_leaf([1.0])
+    with pytest.raises(NameValueError, match=r"MemoryView.compare\(runs\).*U\+0000"):
+        MemoryView.compare({"keep\x00": a.trace, 2: a.trace})
+    assert MemoryView.compare({"keep": a.trace, 2: a.trace}).options["compare"][1]["name"] == "2"

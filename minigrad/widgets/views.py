@@ -7,6 +7,7 @@ import traitlets
 from ..arena import Arena, Pool
 from ..engine import compact_groups
 from ..modes import modes
+from ..names import check_name
 from ..trace import Recorder
 from ..variable import Variable
 from ._base import TraceWidget
@@ -226,7 +227,9 @@ class MemoryView(TraceWidget):
             raise TypeError(f"MemoryView.compare: expected a dict of 2 to {_RUN_COLOURS} "
                             f"runs, {{name: trace}}, got {got}. Record each run with "
                             f"`with minigrad.record() as rec:` and pass rec.trace.")
-        series = [_bytes_over_time(str(name), run) for name, run in runs.items()]
+        # (a run's name may be any key, drawn as str(key); the text must still be drawable)
+        series = [_bytes_over_time(check_name(str(name), "MemoryView.compare(runs)"), run)
+                  for name, run in runs.items()]
         view = cls(Recorder(title).trace, title=title)
         view.options = {**view.options, "compare": series}
         return view
