@@ -9,7 +9,7 @@ import minigrad as mg
 from minigrad.errors import MinigradError
 from minigrad.names import NameTypeError, NameValueError
 from minigrad.nn import Linear
-from minigrad.widgets import GraphView, MemoryView, save_html
+from minigrad.widgets import BackwardStepper, GraphView, MemoryView, save_html
 
 ENTRIES = {
     "create_leaf": lambda name: mg.create_leaf([1.0], name=name),
@@ -91,3 +91,16 @@ def test_misuse_a_memory_comparison_run_name_with_a_control_character():
     with pytest.raises(NameValueError, match=r"MemoryView.compare\(runs\).*U\+0000"):
         MemoryView.compare({"keep\x00": a.trace, 2: a.trace})
     assert MemoryView.compare({"keep": a.trace, 2: a.trace}).options["compare"][1]["name"] == "2"
+
+
+def test_misuse_save_html_of_a_trace_whose_title_cannot_be_written(tmp_path):
+    """A trace loaded from JSON never met the check where titles are given: save_html checks
+    its title before writing (it used to fail half way with a UnicodeEncodeError)."""
+    x = mg.create_leaf([1.0], requires_grad=True, name="x")
+    with mg.record("ok") as rec:
+        (x * 2.0).sum().backward()
+    trace = json.loads(json.dumps(rec.trace).replace('"ok"', '"\\ud800"'))
+    stepper = BackwardStepper.from_trace(trace)   # a replay of that trace
+    with pytest.raises(NameValueError, match=r"save_html: the trace's title.*lone surrogate"):
+        save_html(stepper, tmp_path / "t.html")
+    assert not (tmp_path / "t.html").exists()
