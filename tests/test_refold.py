@@ -53,6 +53,8 @@ def scoped_and_nasty():
                 h = (h @ W).tanh()
             with mg.name_scope("<b>a&lt;b</b>"):   # HTML-like: a frame label, quoted as text
                 h = h * 1.0
+    with mg.name_scope("<i>top</i>"):   # HTML-like at the top: a frame label of one part
+        h = h * 2.0
     with mg.name_scope('head "1" \\N &'):
         return (h * h).sum()
 
