@@ -331,3 +331,20 @@ def test_nested_record_both_recorders_see_the_inner_ops():
         assert any(e["phase"] == "recompute" for e in doc["events"])
     assert "pop" in types(outer_doc) and "pop" not in types(inner_doc)   # (after inner ended)
     assert mg.modes.modes.recorder is None and after.requires_grad
+
+
+def test_a_stepper_stepped_inside_record_is_recorded_by_it_too():
+    """Like a nested record(): the BackwardStepper's own recorder and the enclosing one both
+    record the steps it runs inside the block."""
+    from minigrad.widgets import BackwardStepper
+    W = mg.create_leaf([[0.5, -1.0], [2.0, 0.25]], requires_grad=True, name="W")
+    loss = (mg.create_leaf([[1.0, 2.0]], name="x") @ W).tanh().sum()
+    stepper = BackwardStepper(loss)
+    with mg.record("outer") as rec:
+        stepper.finish()
+    outer, own = valid(rec.trace), valid(stepper.current_trace)
+    for doc in (outer, own):
+        assert [e["type"] for e in doc["events"] if e["type"] in ("start", "done")] == \
+            ["start", "done"]
+        assert sum(e["type"] == "apply" for e in doc["events"]) == 3   # matmul, tanh, sum
+    np.testing.assert_allclose(W.grad, np.outer([1.0, 2.0], 1 - np.tanh([4.5, -0.5]) ** 2))

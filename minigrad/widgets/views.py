@@ -147,15 +147,19 @@ class BackwardStepper(Folding):
         """Run one engine step (the seed, one node, or done); False when backward is over."""
         if not self.live:
             return False
-        previous, modes.recorder = modes.recorder, self._recorder   # record allocations too
+        recorder = self._recorder
+        previous, modes.recorder = modes.recorder, recorder   # record allocations too
+        if previous is not None:   # stepped inside record(): that trace gets the steps too
+            recorder.nest = (recorder,) + previous.nest
         try:
             group = next(self._groups, None)
+            if group is not None:
+                recorder.on_steps(group)
         finally:
-            modes.recorder = previous
+            modes.recorder, recorder.nest = previous, (recorder,)
         if group is None:
             self.live = False
             return False
-        self._recorder.on_steps(group)
         if group[-1][0] == "done":   # (compact groups hold plain tuples laid out like Step)
             self.live = False
         return True
