@@ -16,6 +16,7 @@ import numpy as np
 
 from .errors import MinigradError
 from .modes import modes
+from .names import check_name
 
 ALIGNMENT = 64          # bytes; a cache line, and enough for any numpy dtype
 PAGE = 4096
@@ -90,7 +91,7 @@ class Arena:
     def __init__(self, name: str, capacity_bytes: int = 1 << 20):
         if capacity_bytes <= 0:
             raise ValueError(f"Arena {name!r}: capacity_bytes must be positive, got {capacity_bytes}")
-        self.name = name
+        self.name = check_name(name, "Arena(name)")
         self._chunks = [_aligned_bytes(int(capacity_bytes))]
         self._starts = [0]       # global offset of each chunk
         self._top = 0            # global offset of the first free byte
@@ -244,7 +245,7 @@ class Pool:
     """
 
     def __init__(self, name: str):
-        self.name = name
+        self.name = check_name(name, "Pool(name)")
         self._free: dict[int, list] = {}         # size class -> [(offset, buffer), ...]
         self._live: dict[int, Block] = {}        # id of a buffer's owning array -> its live block
         self._released_early: set[int] = set()   # grad_outputs a node gave back before done_with

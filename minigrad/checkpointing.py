@@ -11,11 +11,13 @@ layers: O(sqrt(n)) activation memory for about one extra forward pass.
 
 Rules (each misuse raises a clear error): fn takes the inputs as Variables and returns one
 Variable; it must compute the same thing twice (no randomness, no state it changes); a Variable
-it uses that is not one of `inputs` must not have a graph (parameters are fine: leaves).
+it uses that is not one of `inputs` must not have a graph (parameters are fine: leaves, passed
+in or reached through fn's closure).
 """
 from __future__ import annotations
 
 import itertools
+import zlib
 
 import numpy as np
 
@@ -50,12 +52,23 @@ def checkpoint(fn, *inputs: Variable) -> Variable:
         out, block = _run_segment(fn, inputs)
         return Variable(out, False, None, None, block)
     if not any(x.requires_grad for x in inputs):
-        raise CheckpointError(
-            f"checkpoint: none of the {len(inputs)} inputs requires grad, so no node would be "
-            f"recorded and backward would never recompute the segment: parameters fn uses would "
-            f"get no gradient. Fix: pass the parameters as inputs too, "
-            f"checkpoint(fn, x, W, b), with fn(x, W, b).")
-    return Checkpoint.apply(*inputs, fn=fn)
+        return _checkpoint_closure_params(fn, inputs)
+    return Checkpoint.apply(*inputs, fn=fn, n_inputs=len(inputs))
+
+
+def _checkpoint_closure_params(fn, inputs: tuple) -> Variable:
+    """No input requires grad, but fn may reach parameters through its closure (PyTorch's
+    non-reentrant checkpoint supports that). Only a recorded run can tell, so the segment runs
+    once with recording on; its graph is dropped at once and the parameters it reached become
+    extra inputs of the checkpoint node, which is what makes backward reach the segment."""
+    recorder, modes.recorder = modes.recorder, None   # (a trial run: not part of the trace)
+    try:
+        out, params = _run_recorded(fn, inputs)
+    finally:
+        modes.recorder = recorder
+    if not params:   # nothing to differentiate: a plain result, as under no_grad
+        return _placed_constant(out)
+    return Checkpoint.apply(*inputs, *params, fn=fn, n_inputs=len(inputs), computed=out)
 
 
 class Checkpoint(Function):
@@ -65,15 +78,18 @@ class Checkpoint(Function):
     grad_text = ("recompute the segment from its saved inputs, then backward through it",) * 8
 
     @staticmethod
-    def forward(ctx, *arrays, fn):
+    def forward(ctx, *arrays, fn, n_inputs, computed=None):
         ctx.fn, ctx.forward_scope = fn, modes.scope   # (the recompute runs in the same scope)
+        ctx.n_inputs = n_inputs   # inputs after these are parameters fn reaches by closure
         ctx.save_for_backward(*arrays)   # only the inputs: the segment's graph is not kept
-        previous, modes.grad_enabled = modes.grad_enabled, False
-        try:
-            out, _ = _run_segment(fn, [Variable(a) for a in arrays], place=False)
-        finally:
-            modes.grad_enabled = previous
-        ctx.fingerprint = np.array(out.flat[:8], dtype=np.float64)
+        out = computed
+        if out is None:
+            previous, modes.grad_enabled = modes.grad_enabled, False
+            try:
+                out, _ = _run_segment(fn, [Variable(a) for a in arrays[:n_inputs]], place=False)
+            finally:
+                modes.grad_enabled = previous
+        ctx._fingerprint = fingerprint(out)
         return out   # (apply() places it on the allocator)
 
     @staticmethod
@@ -126,30 +142,36 @@ def _recompute_and_backward(ctx, grad_output, stepping: bool):
         recorder.keep_values()
         phase = recorder.begin_recompute()
     outer = ctx.inputs
-    leaves = [_stand_in(i, a, x, outer) for i, (a, x) in enumerate(zip(ctx.saved_tensors, outer))]
+    leaves = [_stand_in(i, a, x, outer, ctx.n_inputs)
+              for i, (a, x) in enumerate(zip(ctx.saved_tensors, outer))]
     first_seq = next(_creation_counter)
     before = modes.grad_enabled, modes.allocator, modes.scope
     modes.grad_enabled, modes.allocator, modes.scope = True, allocator, ctx.forward_scope
     try:
-        y = _output(ctx.fn(*leaves), ctx.fn)
+        y = _output(ctx.fn(*leaves[:ctx.n_inputs]), ctx.fn)
         _check_recompute(ctx, y, first_seq)
         seed = RecomputeSeed.apply(y, g=grad_output)
         if isinstance(allocator, Pool):
             _free_unsaved(allocator, mark)
     finally:
         modes.grad_enabled, modes.allocator, modes.scope = before
-    if stepping or recorder is not None:
-        recomputed = [engine.Step("recompute", ctx, y)]   # the recompute is a step of its own
-        for group in itertools.chain([recomputed], engine._run_pending(seed, True, None)):
-            if group[0][0] == "done":   # the segment's end is not the end of backward
-                continue
-            if stepping:
-                yield group
-            else:   # (a recorded run whose engine does not step checkpoints: record anyway)
-                recorder.on_steps(group)
-    else:
-        engine.backward(seed)
-    grads = tuple(_grad_of(leaf) if x.requires_grad else None for leaf, x in zip(leaves, outer))
+    closure = _ClosureGrads(outer, leaves)
+    try:
+        if stepping or recorder is not None:
+            recomputed = [engine.Step("recompute", ctx, y)]   # the recompute is a step of its own
+            for group in itertools.chain([recomputed], engine._run_pending(seed, True, None)):
+                if group[0][0] == "done":   # the segment's end is not the end of backward
+                    continue
+                if stepping:
+                    yield group
+                else:   # (a recorded run whose engine does not step checkpoints: record anyway)
+                    recorder.on_steps(group)
+        else:
+            engine.backward(seed)
+    finally:
+        through_closure = closure.restore()
+    grads = tuple(_grad_of(leaf, through_closure.get(i)) if x.requires_grad else None
+                  for i, (leaf, x) in enumerate(zip(leaves, outer)))
     if mark is not None:   # the recomputed segment goes (leaf grads are never on it)
         _take_back(allocator, mark)
         grads = tuple(_on(allocator, g, ctx.name) if g is not None and x.grad_fn is not None
@@ -159,16 +181,48 @@ def _recompute_and_backward(ctx, grad_output, stepping: bool):
     ctx.recomputed = grads
 
 
-def _stand_in(i: int, array, x: Variable, outer: tuple) -> Variable:
+def _stand_in(i: int, array, x: Variable, outer: tuple, n_inputs: int) -> Variable:
     """The leaf that plays input i in the recompute. For a parameter whose gradient backward has
     not written yet, it shares the parameter's gradient buffer: the segment's backward then
     writes the weight gradient straight where the parameter keeps it (no extra copy, nothing
-    the size of a weight on the graph's allocator). (x, W, W: only the first W shares.)"""
+    the size of a weight on the graph's allocator). (x, W, W: only the first W shares; a
+    parameter the node holds only because fn reaches it by closure, i >= n_inputs, does not:
+    fn never sees that stand-in, and W keeps the buffer for itself, see _ClosureGrads.)"""
     leaf = Variable(array, x.requires_grad, None, x.name or f"checkpoint input {i}", x._block)
-    first = next(j for j, v in enumerate(outer) if v is x)
-    if x.grad_fn is None and x._grad is None and first == i:
+    if x.grad_fn is None and x._grad is None and _first(x, outer) == i and i < n_inputs:
         leaf._grad_buffer = x._grad_buffer
     return leaf
+
+
+def _first(x: Variable, outer: tuple) -> int:
+    return next(j for j, v in enumerate(outer) if v is x)
+
+
+class _ClosureGrads:
+    """The parameters among the checkpoint's inputs, set aside while the segment's backward runs.
+
+    fn may also use such a parameter W through its closure (or the node may hold W only because
+    fn reaches it that way). The recompute's backward then writes W's gradient twice: through the
+    stand-in, which shares W's gradient buffer, and into W itself, which would write that same
+    buffer and overwrite one part with the other. So while it runs, W has no gradient, and what
+    the closure gives lands in an array restore() hands back (input index -> gradient) to be
+    added to the stand-in's; then W gets its state back. That array is W's own buffer when
+    nothing else holds it (no stand-in shares it, no gradient is in it yet), else a fresh one."""
+
+    def __init__(self, outer: tuple, leaves: list):
+        self.saved = [(i, x, x._grad, x._grad_buffer) for i, x in enumerate(outer)
+                      if x.grad_fn is None and x.requires_grad and _first(x, outer) == i]
+        for i, x, grad, buffer in self.saved:
+            free = grad is None and leaves[i]._grad_buffer is not buffer
+            x._grad, x._grad_buffer = None, (buffer if free else None)
+
+    def restore(self) -> dict:
+        through_closure = {}
+        for i, x, grad, buffer in self.saved:
+            if x._grad is not None:
+                through_closure[i] = x._grad
+            x._grad, x._grad_buffer = grad, buffer
+        return through_closure
 
 
 def _run_segment(fn, inputs, place: bool = True):
@@ -192,9 +246,51 @@ def _run_segment(fn, inputs, place: bool = True):
     return placed, block
 
 
-def _grad_of(leaf: Variable) -> np.ndarray:
-    """An input the segment did not use has gradient zero (backward wrote none)."""
-    return leaf._grad if leaf._grad is not None else np.zeros_like(leaf._data)
+def _grad_of(leaf: Variable, through_closure) -> np.ndarray:
+    """The stand-in's gradient plus what fn's closure gave the same parameter; an input the
+    segment did not use has gradient zero (backward wrote none)."""
+    grad = leaf._grad
+    if through_closure is not None:
+        grad = through_closure if grad is None else np.add(grad, through_closure, out=grad)
+    return grad if grad is not None else np.zeros_like(leaf._data)
+
+
+def _run_recorded(fn, inputs: tuple) -> tuple:
+    """fn(*inputs) with recording on: (its output array, the parameters its graph reached).
+    The graph is released and what it allocated taken back before returning."""
+    allocator = modes.allocator
+    mark = allocator.mark() if allocator is not None else None
+    first_seq = next(_creation_counter)
+    y = _output(fn(*inputs), fn)
+    nodes = _segment_graph(y, first_seq)
+    params = {}
+    for node in nodes:
+        for v in node.inputs:
+            if v.grad_fn is None and v.requires_grad:
+                params[id(v)] = v
+    out = np.array(y._data)
+    for node in nodes:
+        node.release()   # (unlocks what it saved: the parameters' data among them)
+    if mark is not None:
+        _take_back(allocator, mark)
+    return out, tuple(params.values())
+
+
+def _placed_constant(out: np.ndarray) -> Variable:
+    allocator = modes.allocator
+    if allocator is None:
+        return Variable(out)
+    placed, block = allocator._alloc(out.shape, out.dtype, "activation", "checkpoint")
+    placed[...] = out
+    return Variable(placed, False, None, None, block)
+
+
+def fingerprint(out: np.ndarray) -> tuple:
+    """What the recompute must reproduce: every value, bit for bit (see _check_recompute).
+    A CRC-32 of the bytes costs one pass over the output and keeps four bytes, where a copy for
+    a comparison within a tolerance would keep a whole output per segment until backward."""
+    out = np.ascontiguousarray(out)
+    return out.shape, out.dtype.str, zlib.crc32(out.view(np.uint8).reshape(-1))
 
 
 def _output(y, fn) -> Variable:
@@ -213,7 +309,22 @@ def _check_recompute(ctx, y: Variable, first_seq: int) -> None:
             f"checkpoint: the recomputed output (shape {y.shape}) does not require grad: the "
             f"segment does not use its inputs that require grad. Fix: compute the output from "
             f"them, or do not checkpoint this segment.")
-    nodes = engine.topo_order(y.grad_fn) if y.grad_fn is not None else ()
+    _segment_graph(y, first_seq)
+    if fingerprint(y._data) != ctx._fingerprint:
+        shape, dtype, _ = ctx._fingerprint
+        raise CheckpointError(
+            f"checkpoint: recomputing the segment gave a different output (shape {y.shape}, "
+            f"{y.dtype}; in forward: {shape}, {np.dtype(dtype)}; not every value is the same, "
+            f"bit for bit). Rule: a checkpointed segment must compute the same thing twice; "
+            f"randomness (dropout), state it changes, or parameters changed between forward and "
+            f"backward break that (so does a BLAS that is not reproducible bit for bit: run it "
+            f"on one thread). Fix: draw random numbers outside the segment and pass them in, "
+            f"and update parameters only after backward.")
+
+
+def _segment_graph(y: Variable, first_seq: int) -> list:
+    """The nodes of the segment's graph; refused if it reaches a node recorded before it."""
+    nodes = engine.topo_order(y.grad_fn) if y.grad_fn is not None else []
     outside = [node for node in nodes if node.seq < first_seq]
     if outside:
         node = max(outside, key=lambda n: n.seq)   # the one whose output the segment captured
@@ -222,13 +333,7 @@ def _check_recompute(ctx, y: Variable, first_seq: int) -> None:
             f"it (a Variable with a graph, captured by the function rather than passed in). "
             f"Rule: backward through the segment must stop at its inputs. Fix: pass that "
             f"Variable as an input: checkpoint(fn, x, that_variable).")
-    again = np.asarray(y._data.flat[:8], dtype=np.float64)
-    if not np.allclose(again, ctx.fingerprint, rtol=1e-5, atol=1e-7, equal_nan=True):
-        raise CheckpointError(
-            f"checkpoint: recomputing the segment gave a different output (first values "
-            f"{again.tolist()} instead of {ctx.fingerprint.tolist()}). Rule: a checkpointed "
-            f"segment must compute the same thing twice; randomness (dropout) or state it changes "
-            f"breaks that. Fix: draw random numbers outside the segment and pass them in.")
+    return nodes
 
 
 def _free_unsaved(pool: Pool, mark: int) -> None:
@@ -247,10 +352,10 @@ def _take_back(allocator, mark: int) -> None:
             allocator.free(block)
         return
     recorder = modes.recorder
-    phase = recorder.phase if recorder is not None else None
+    phases = recorder.phases() if recorder is not None else None
     allocator.pop_to(mark)
     if recorder is not None:
-        recorder.phase = phase
+        recorder.restore_phases(phases)
 
 
 def _on(allocator, array: np.ndarray, owner: str) -> np.ndarray:

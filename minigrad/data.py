@@ -8,16 +8,32 @@ indices of shape (N,), ready for `minigrad.cross_entropy(model(X), y)`.
   package as minigrad/datasets/digits.npz; see minigrad/datasets/README.md for the source.
 * batches: (X_batch, y_batch) pairs covering every row once per pass, optionally shuffled.
 * sort_digits: a sequence task made on the fly (sort n digits), for the tiny transformer.
+
+Arguments are checked before anything is drawn: counts are integers, `noise` a finite number
+>= 0, `seed` an integer >= 0 or a np.random.Generator (or None), a fraction a number in (0, 1); a wrong
+kind raises DataTypeError (a TypeError), a wrong value DataError (a ValueError).
 """
 from __future__ import annotations
 
+import math
 from importlib import resources
 from typing import Iterator
 
 import numpy as np
 
+from .errors import MinigradError
+from .variable import Variable
+
+
+class DataError(MinigradError, ValueError):
+    """An argument of a dataset or of batches() with a value it cannot take."""
+
+
+class DataTypeError(MinigradError, TypeError):
+    """An argument of a dataset or of batches() of the wrong kind."""
+
 __all__ = ["moons", "spirals", "digits", "digits_split", "batches", "sort_digits",
-           "sort_answer_rows", "SORT_SEP"]
+           "sort_answer_rows", "SORT_SEP", "DataError", "DataTypeError"]
 
 
 def moons(n: int = 200, noise: float = 0.1, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
@@ -28,7 +44,8 @@ def moons(n: int = 200, noise: float = 0.1, seed: int = 0) -> tuple[np.ndarray, 
     Gaussian noise of standard deviation `noise` is added to every coordinate.
     """
     _check_count("moons", "n", n, minimum=2)
-    rng = np.random.default_rng(seed)
+    _check_noise("moons", noise)
+    rng = _rng("moons", seed)
     n0, n1 = n - n // 2, n // 2
     t0, t1 = np.linspace(0, np.pi, n0), np.linspace(0, np.pi, n1)
     upper = np.stack([np.cos(t0), np.sin(t0)], axis=1)
@@ -48,7 +65,8 @@ def spirals(n_per_class: int = 100, classes: int = 3, noise: float = 0.2,
     """
     _check_count("spirals", "n_per_class", n_per_class, minimum=2)
     _check_count("spirals", "classes", classes, minimum=2)
-    rng = np.random.default_rng(seed)
+    _check_noise("spirals", noise)
+    rng = _rng("spirals", seed)
     r = np.tile(np.linspace(0.0, 1.0, n_per_class), classes)
     k = np.repeat(np.arange(classes), n_per_class)
     theta = 2 * np.pi * k / classes + 4 * r + noise * rng.standard_normal(r.size)
@@ -74,14 +92,16 @@ def digits_split(test_fraction: float = 0.25, seed: int = 0):
     The test part has round(1797 * test_fraction) rows. Not stratified: with a shuffle each
     class still gets about its share of both parts.
     """
+    _check_real("digits_split", "test_fraction", test_fraction, "e.g. 0.25")
     if not 0 < test_fraction < 1:
-        raise ValueError(f"digits_split(test_fraction={test_fraction!r}): the fraction of rows "
-                         f"kept for testing must be strictly between 0 and 1. Fix: e.g. 0.25.")
+        raise DataError(f"digits_split(test_fraction={test_fraction!r}): the fraction of rows "
+                        f"kept for testing must be strictly between 0 and 1. Fix: e.g. 0.25.")
+    rng = _rng("digits_split", seed)
     X, y = digits()
-    order = np.random.default_rng(seed).permutation(len(y))
+    order = rng.permutation(len(y))
     n_test = int(round(len(y) * test_fraction))
     if not 0 < n_test < len(y):
-        raise ValueError(f"digits_split(test_fraction={test_fraction!r}) leaves {n_test} of "
+        raise DataError(f"digits_split(test_fraction={test_fraction!r}) leaves {n_test} of "
                          f"{len(y)} rows for testing; both parts need at least one row. Fix: "
                          f"pick a fraction between 1/{len(y)} and 1 - 1/{len(y)}.")
     test, train = order[:n_test], order[n_test:]
@@ -97,26 +117,72 @@ def batches(X, y, size: int, shuffle: bool = True,
     same order every pass (use seed=epoch for a new order each epoch); a np.random.Generator is
     drawn from and advances, so passing the same Generator every epoch gives a new order each
     time. Batches are new arrays (copies), safe to keep or change.
+
+    X and y may also be Variables: their data is batched (the batches are numpy arrays; wrap
+    them with create_leaf as usual). Arguments are checked when batches() is called, not when
+    the first batch is asked for.
     """
-    X, y = np.asarray(X), np.asarray(y)
+    X, y = _rows("X", X), _rows("y", y)
     if len(X) != len(y):
-        raise ValueError(f"batches: X has {len(X)} rows but y has {len(y)}; each row needs one "
-                         f"label. Fix: pass X and y of the same length.")
+        raise DataError(f"batches: X has {len(X)} rows but y has {len(y)}; each row needs one "
+                        f"label. Fix: pass X and y of the same length.")
     _check_count("batches", "size", size, minimum=1)
-    if shuffle:
-        rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
-        order = rng.permutation(len(y))
-    else:
-        order = np.arange(len(y))
+    order = _rng("batches", seed).permutation(len(y)) if shuffle else np.arange(len(y))
+    return _batches(X, y, order, size)
+
+
+def _batches(X, y, order, size: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
     for start in range(0, len(y), size):
         rows = order[start:start + size]
         yield X[rows], y[rows]
 
 
+def _rows(name: str, data) -> np.ndarray:
+    """data (an array, a list, or a Variable's data) as numeric rows: one axis at least."""
+    array = np.asarray(data.data if isinstance(data, Variable) else data)
+    if array.dtype.kind not in "biuf":
+        raise DataTypeError(f"batches: {name} has dtype {array.dtype} ({type(data).__name__}); "
+                            f"batches are cut from numeric rows. Fix: pass a numeric numpy array "
+                            f"(or a Variable, whose data is used).")
+    if array.ndim == 0:
+        raise DataError(f"batches: {name} is a single value (shape ()), not rows to cut into "
+                        f"batches. Fix: pass an array whose first axis counts the rows, e.g. "
+                        f"shape (N, features) for X and (N,) for y.")
+    return array
+
+
+def _rng(where: str, seed) -> np.random.Generator:
+    """A Generator is drawn from as is; an integer >= 0 seeds a fresh one (None: fresh entropy,
+    numpy's own default)."""
+    if isinstance(seed, np.random.Generator) or seed is None:
+        return np.random.default_rng(seed)
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
+        raise DataTypeError(f"{where}: seed={seed!r} ({type(seed).__name__}); a seed is an "
+                            f"integer >= 0 or a np.random.Generator. Fix: e.g. seed=0.")
+    if seed < 0:
+        raise DataError(f"{where}: seed={seed}, but a seed must be an integer >= 0 (numpy's "
+                        f"generators take no negative seeds). Fix: e.g. seed=0 or seed=abs(s).")
+    return np.random.default_rng(seed)
+
+
+def _check_real(where: str, name: str, value, example: str) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise DataTypeError(f"{where}: {name}={value!r} ({type(value).__name__}), but {name} "
+                            f"must be a number. Fix: pass a number, {example}.")
+
+
+def _check_noise(where: str, noise) -> None:
+    _check_real(where, "noise", noise, "noise=0.1")
+    if not (math.isfinite(noise) and noise >= 0):
+        raise DataError(f"{where}: noise={noise!r}, but noise is a standard deviation: a finite "
+                        f"number >= 0 (NaN or infinity would make every point NaN or infinite). "
+                        f"Fix: e.g. noise=0.1, or noise=0 for none.")
+
+
 def _check_count(where: str, name: str, value, minimum: int) -> None:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
-        raise ValueError(f"{where}: {name}={value!r}, but {name} must be an integer >= {minimum}. "
-                         f"Fix: pass e.g. {name}={max(minimum, 2)}.")
+        raise DataError(f"{where}: {name}={value!r}, but {name} must be an integer >= {minimum}. "
+                        f"Fix: pass e.g. {name}={max(minimum, 2)}.")
 
 
 SORT_SEP = 10   # the separator token of sort_digits; the digits are the tokens 0..9
@@ -139,7 +205,7 @@ def sort_digits(batch: int, n_digits: int = 8,
     """
     _check_count("sort_digits", "batch", batch, minimum=1)
     _check_count("sort_digits", "n_digits", n_digits, minimum=2)
-    rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
+    rng = _rng("sort_digits", seed)
     digits = rng.integers(0, 10, size=(batch, n_digits))
     sep = np.full((batch, 1), SORT_SEP)
     sequence = np.concatenate([digits, sep, np.sort(digits, axis=1)], axis=1).astype(np.int64)

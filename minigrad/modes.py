@@ -6,9 +6,12 @@ graphs) and the engine (which runs backward) read them.
 from __future__ import annotations
 
 import os
+import reprlib
 import threading
 from contextlib import contextmanager
 from typing import Iterator
+
+from .names import check_name
 
 
 class _ThreadModes(threading.local):
@@ -61,9 +64,8 @@ def is_grad_enabled() -> bool:
 def name_scope(name: str) -> Iterator[None]:
     """Every Variable made inside records `name` in its scope (nested scopes add up, outermost
     first); traces carry it, so views can group a model's graph by its parts."""
-    if not isinstance(name, str) or not name:
-        raise TypeError(f"name_scope({name!r}): a scope's name must be a non-empty string, "
-                        f"e.g. name_scope('encoder').")
+    name = check_name(name, f"name_scope({reprlib.repr(name)})", required=True,
+                      example="name_scope('encoder')")
     previous = modes.scope
     modes.scope = previous + (name,)
     try:

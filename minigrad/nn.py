@@ -19,6 +19,7 @@ import numpy as np
 from . import ops
 from .errors import DtypeError, ShapeError
 from .modes import name_scope
+from .names import check_name
 from .variable import Variable, create_leaf
 
 __all__ = ["Module", "Linear", "Sequential", "MLP", "ReLU", "Tanh", "Sigmoid"]
@@ -160,6 +161,7 @@ class Linear(Module):
             raise DtypeError(f"Linear(dtype={np.dtype(dtype)}): parameters need a float dtype to "
                             f"have gradients. Fix: dtype=np.float32 or np.float64.")
         self.in_features, self.out_features = int(in_features), int(out_features)
+        name = check_name(name, "Linear(name=...)")
         self.name = name   # None: its scope is where the calling module keeps it
         rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
         bound = math.sqrt(6.0 / self.in_features)

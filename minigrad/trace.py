@@ -10,6 +10,8 @@ widget driving backward itself), so recording costs nothing when it is off. `tra
 builds the forward half of a trace from an existing graph, without having recorded it.
 
 The document's schema is docs/trace.md; minigrad/trace.schema.json checks it (tests do).
+Recorders nest: inside an outer `record()`, an inner one records its block, and the outer one
+records it too (every hook goes to each recorder of the nest, innermost first).
 """
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ from contextlib import contextmanager
 from typing import Iterator
 
 from .modes import modes
+from .names import check_name
 from .tracing.backward import BackwardEvents
 from .tracing.document import SCHEMA, VERSION, build_document
 from .tracing.events import EventLog, values
@@ -37,42 +40,59 @@ class Recorder:
     """
 
     def __init__(self, title: str | None = None):
-        self.title = title
+        self.title = check_name(title, "record(title=...)")
         self.ids = Ids()
         self.log = EventLog()
         self.memory = MemoryEvents(self.ids, self.log)
         self.tables = GraphTables(self.ids, self.log, self.memory)
         self.forward = ForwardEvents(self.tables, self.memory, self.log)
         self.backward = BackwardEvents(self.tables, self.forward, self.log)
+        self.nest = (self,)   # this recorder, then those it is nested in (see record())
 
-    # -- the hooks the engine, the ops and the allocators call -------------------------------
+    # -- the hooks the engine, the ops and the allocators call (each recorder of the nest) ----
     def on_leaf(self, variable: Variable) -> None:
-        self.forward.on_leaf(variable)
+        for r in self.nest:
+            r.forward.on_leaf(variable)
 
     def on_op(self, node, output: Variable) -> None:
-        self.forward.on_op(node, output)
+        for r in self.nest:
+            r.forward.on_op(node, output)
 
     def on_steps(self, group: list) -> None:
-        self.backward.on_steps(group)
+        for r in self.nest:
+            r.backward.on_steps(group)
 
     def on_alloc(self, block) -> None:
-        self.memory.on_alloc(block)
+        for r in self.nest:
+            r.memory.on_alloc(block)
 
     def on_free(self, block) -> None:
-        self.memory.on_free(block)
+        for r in self.nest:
+            r.memory.on_free(block)
 
     def on_pop(self, allocator, blocks: list) -> None:
-        self.memory.on_pop(allocator, blocks)
+        for r in self.nest:
+            r.memory.on_pop(allocator, blocks)
 
-    def begin_recompute(self) -> str:
+    def begin_recompute(self) -> tuple:
         """minigrad.checkpoint records a segment again during backward: its events get the
-        "recompute" phase and a frame of their own. Returns the phase for end_recompute."""
-        self.log.close_frame()
-        phase, self.log.phase = self.log.phase, "recompute"
-        return phase
+        "recompute" phase and a frame of their own. Returns the phases for end_recompute."""
+        phases = self.phases()
+        for r in self.nest:
+            r.log.close_frame()
+            r.log.phase = "recompute"
+        return phases
 
-    def end_recompute(self, phase: str) -> None:
-        self.log.phase = phase
+    def end_recompute(self, phases: tuple) -> None:
+        self.restore_phases(phases)
+
+    def phases(self) -> tuple:
+        """Each nested recorder's phase (they may differ: an inner one may start mid-backward)."""
+        return tuple(r.log.phase for r in self.nest)
+
+    def restore_phases(self, phases: tuple) -> None:
+        for r, phase in zip(self.nest, phases):
+            r.log.phase = phase
 
     @property
     def phase(self) -> str:
@@ -85,7 +105,8 @@ class Recorder:
 
     def keep_values(self) -> None:
         """Copy the gradient previews still held as whole arrays (see EventLog.keep_values)."""
-        self.log.keep_values()
+        for r in self.nest:
+            r.log.keep_values()
 
     # -- reading ------------------------------------------------------------------------------
     def known(self, obj) -> str | None:
@@ -113,10 +134,13 @@ def record(title: str | None = None) -> Iterator[Recorder]:
     """Record everything minigrad does on this thread inside the block into `rec.trace`."""
     recorder = Recorder(title)
     previous, modes.recorder = modes.recorder, recorder
+    if previous is not None:   # nested: the outer recorders record this block too
+        recorder.nest = (recorder,) + previous.nest
     try:
         yield recorder
     finally:
         modes.recorder = previous
+        recorder.nest = (recorder,)   # (the outer ones keep recording on their own)
         recorder.keep_values()   # an arena scope around this block may pop after it
 
 

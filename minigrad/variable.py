@@ -18,6 +18,7 @@ from . import engine
 from .arena import stale_error
 from .errors import InplaceError, NonLeafGradWarning
 from .modes import modes
+from .names import check_name
 from .checks import check_leaf_dtype, check_shareable, not_numeric
 from .checks import describe as _describe
 
@@ -297,6 +298,7 @@ def create_leaf(data, requires_grad: bool = False, *, name: str | None = None, d
     that saved it lives the array is read-only (writing it would change the gradients). The
     array must already have the dtype asked for.
     """
+    name = check_name(name, "create_leaf(name=...)")
     if isinstance(data, Variable):
         data = data.data
     if not copy:

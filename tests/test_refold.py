@@ -42,15 +42,20 @@ def kernel_draws(view, expanded: list[str]) -> dict:
 
 
 def scoped_and_nasty():
-    """Nested scopes, repeated blocks, and names that need quoting in DOT."""
+    """Nested scopes, repeated blocks, and names that need quoting in DOT (quotes, backslashes,
+    HTML-like text, entities: Graphviz decodes `&amp;` in labels, so both sides escape `&`)."""
     rng = np.random.default_rng(1)
-    h = mg.create_leaf(rng.normal(size=(2, 3)), name='x "in"\\')
+    h = mg.create_leaf(rng.normal(size=(2, 3)), name='x "in" &amp; \\')
     for i in range(3):
         with mg.name_scope(f"blocks.{i}"):
             W = mg.create_leaf(rng.normal(size=(3, 3)), requires_grad=True, name="<W>")
             with mg.name_scope("graph"):   # a DOT keyword as a scope name
                 h = (h @ W).tanh()
-    with mg.name_scope('head "1"'):
+            with mg.name_scope("<b>a&lt;b</b>"):   # HTML-like: a frame label, quoted as text
+                h = h * 1.0
+    with mg.name_scope("<i>top</i>"):   # HTML-like at the top: a frame label of one part
+        h = h * 2.0
+    with mg.name_scope('head "1" \\N &'):
         return (h * h).sum()
 
 

@@ -281,3 +281,70 @@ def test_recording_half_of_a_forward_adds_the_rest_once():
     made = [n for n in doc["nodes"] if n["type"] == "variable" and n["role"] != "param"
             and n["role"] != "data"]
     assert made and all(n["op"] in {o["id"] for o in ops} for n in made)
+
+
+def test_a_name_set_after_the_op_is_in_the_recorded_trace():
+    """Rule: the trace shows the names the program ended with, even one given to a Variable
+    after the op that made it was recorded (`y = f(x); y.name = "y"`)."""
+    with mg.record() as rec:
+        x = mg.create_leaf([1.0, 2.0], requires_grad=True, name="x")
+        y = x * 2.0
+        y.name = "y"
+        loss = y.sum()
+        loss.backward()
+        x.name = "x renamed"
+    doc = valid(rec.trace)
+    names = {n["name"]: n["label"] for n in doc["nodes"] if n["type"] == "variable"}
+    assert names["y"] == "y" and names["x renamed"] == "x renamed"
+    unnamed = [n for n in doc["nodes"] if n["type"] == "variable" and n["name"] is None]
+    assert [n["label"] for n in unnamed] == ["data", "sum"]   # (the constant 2.0, the loss)
+
+
+def test_nested_record_both_recorders_see_the_inner_ops():
+    """Supported: inside an outer record(), an inner one records its block, and the outer one
+    records it too (it used to miss everything the inner block did)."""
+    W = mg.create_leaf(np.linspace(-1, 1, 6).reshape(3, 2), requires_grad=True, name="W")
+    pool = mg.Pool("graph")
+    with mg.record("outer") as outer:
+        with pool.scope():
+            x = mg.create_leaf(np.ones((4, 3)), name="x")
+            h = (x @ W).tanh()
+            with mg.record("inner") as inner:
+                loss = mg.checkpoint(lambda a: (a * a).exp(), h).sum()   # a recompute phase too
+                loss.backward()
+        after = (W * 3.0).sum()   # after the inner block: the outer one alone
+    outer_doc, inner_doc = valid(outer.trace), valid(inner.trace)
+
+    def ops(doc):
+        return [n["name"] for n in doc["nodes"] if n["type"] == "op"]
+
+    def types(doc):
+        return [e["type"] for e in doc["events"]]
+
+    assert ops(outer_doc)[:2] == ["matmul", "tanh"] and "checkpoint" in ops(outer_doc)
+    assert ops(outer_doc)[-2:] == ["mul", "sum"]
+    assert ops(outer_doc).count("checkpoint") == 1 and ops(outer_doc).count("matmul") == 1
+    assert "checkpoint" in ops(inner_doc)   # (and the graph before it, read at backward)
+    assert "mul" in ops(inner_doc) and "exp" in ops(inner_doc)   # (the recompute's ops)
+    for doc in (outer_doc, inner_doc):
+        assert {"start", "apply", "accumulate", "done", "alloc", "free"} <= set(types(doc))
+        assert any(e["phase"] == "recompute" for e in doc["events"])
+    assert "pop" in types(outer_doc) and "pop" not in types(inner_doc)   # (after inner ended)
+    assert mg.modes.modes.recorder is None and after.requires_grad
+
+
+def test_a_stepper_stepped_inside_record_is_recorded_by_it_too():
+    """Like a nested record(): the BackwardStepper's own recorder and the enclosing one both
+    record the steps it runs inside the block."""
+    from minigrad.widgets import BackwardStepper
+    W = mg.create_leaf([[0.5, -1.0], [2.0, 0.25]], requires_grad=True, name="W")
+    loss = (mg.create_leaf([[1.0, 2.0]], name="x") @ W).tanh().sum()
+    stepper = BackwardStepper(loss)
+    with mg.record("outer") as rec:
+        stepper.finish()
+    outer, own = valid(rec.trace), valid(stepper.current_trace)
+    for doc in (outer, own):
+        assert [e["type"] for e in doc["events"] if e["type"] in ("start", "done")] == \
+            ["start", "done"]
+        assert sum(e["type"] == "apply" for e in doc["events"]) == 3   # matmul, tanh, sum
+    np.testing.assert_allclose(W.grad, np.outer([1.0, 2.0], 1 - np.tanh([4.5, -0.5]) ** 2))

@@ -1,4 +1,5 @@
 """The DOT text the widgets hand to the browser (no browser needed)."""
+import html
 import re
 
 import numpy as np
@@ -61,3 +62,41 @@ def test_big_graphs_get_a_message_instead_of_a_drawing():
     assert "1,2" in message or "nodes" in message
     assert str(len(trace["nodes"])) in message.replace(",", "")
     assert too_big_message(small_trace(), 400) == ""
+
+
+def drawn_text(quoted: str) -> list:
+    """What Graphviz draws for a quoted DOT label: backslash escapes read (\\n a line break),
+    then HTML entities decoded (as Graphviz does in ordinary labels); one string per line."""
+    text = re.sub(r"\\(.)", lambda m: "\n" if m.group(1) == "n" else m.group(1), quoted)
+    return html.unescape(text).split("\n")
+
+
+def test_an_html_entity_in_a_name_is_drawn_as_written():
+    """Rule: a name is drawn as written; `&` is escaped in DOT labels (node, box and frame
+    labels), since Graphviz decodes entities such as `&amp;` and `&lt;`."""
+    names = ["a &amp; b", "x&lt;y&gt;", "&#38;", "R&D", "\\N &quot;q\""]
+    for name in names:
+        leaf = mg.create_leaf([1.0], requires_grad=True, name=name)
+        dot = to_dot(mg.trace_of((leaf * 2).sum()))
+        labels = [re.search(r'label="((?:[^"\\]|\\.)*)"', line).group(1)
+                  for line in node_lines(dot) if "var param" in line]
+        assert [drawn_text(label)[0] for label in labels] == [name], (name, labels)
+
+
+def test_an_html_entity_in_a_scope_is_drawn_as_written_in_boxes_and_frames():
+    """Box and frame labels, and their ids (which the page reads back from the drawing to
+    know which scope was clicked), give back the scope as written: Graphviz reads ids as
+    escStrings too, and the page's SVG parser decodes entities."""
+    from minigrad.widgets import GraphView
+    scope = "enc &amp; dec \\ <b>"
+    x = mg.create_leaf(np.ones(2), requires_grad=True, name="x")
+    with mg.name_scope(scope):
+        y = (x * 2.0).tanh()
+    loss = (y * y).sum()
+    closed = GraphView(loss, max_nodes=3).dot   # the scope drawn as one box
+    opened = GraphView(loss, max_nodes=3, expand=[scope]).dot   # as a frame
+    for dot, prefix in ((closed, "s:"), (opened, "c:")):
+        labels = re.findall(r'label="((?:[^"\\]|\\.)*)"', dot)
+        assert any(drawn_text(label)[0] == scope for label in labels), labels
+        ids = [drawn_text(i)[0] for i in re.findall(r'id="((?:[^"\\]|\\.)*)"', dot)]
+        assert prefix + scope in ids, ids

@@ -24,6 +24,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ..errors import BackwardError, DtypeError, InplaceError, MinigradError
+from ..names import check_name
 from .rules import OP_NAMES, RULES, Add, Cos, Div, Exp, Log, Mul, Neg, Pow, Relu, Sin, Sub, Tanh
 from .slots import Slot
 
@@ -110,6 +111,7 @@ class Tape:
         return self._push(float64_of(x, kind), requires_grad, kind, name)
 
     def _push(self, value, requires_grad: bool, kind: str, name) -> int:
+        name = check_name(name, f"tape.{kind}(name=...)")
         slot = len(self.values)
         self.values.append(value)
         self.grads.append(None)

@@ -14,6 +14,7 @@ def build_document(title, tables: GraphTables, memory: MemoryEvents, log: EventL
                    backward: BackwardEvents) -> dict:
     """The trace so far as plain dicts and lists. Raw backward groups in the log are expanded
     into events here, once (the log keeps the expanded events)."""
+    tables.refresh_names()
     nodes = [dict(n) for n in tables.nodes.values()]
     consumed = {e["source"] for e in tables.edges if e["kind"] == "parent"}
     for node in nodes:

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..names import check_name
 from .events import EventLog, json_shape, values
 
 
@@ -37,6 +38,7 @@ class GraphTables:
         self.ids, self.log, self.memory = ids, log, memory
         self.nodes: dict[str, dict] = {}
         self.edges: list[dict] = []
+        self.variables: dict = {}            # variable id -> the Variable (its name may change)
 
     def variable(self, v, op_id: str | None = None) -> str:
         """v's id; a variable met for the first time gets its node (and a leaf its event)."""
@@ -45,9 +47,10 @@ class GraphTables:
             self.nodes[var_id]["op"] = op_id   # met as an input before its op was read
         if new:
             role = ("param" if v.requires_grad else "data") if v.grad_fn is None else "intermediate"
+            self.variables[var_id] = v
+            name = name_of(v)
             self.nodes[var_id] = {
-                "id": var_id, "type": "variable", "name": v.name,
-                "label": v.name or (v.grad_fn.name if v.grad_fn is not None else "data"),
+                "id": var_id, "type": "variable", "name": name, "label": label_of(v, name),
                 "role": role, "shape": json_shape(v._data.shape), "dtype": str(v._data.dtype),
                 "size": int(v._data.size), "value": values(v._data), "op": op_id,
                 "block": self.memory.block_id(v._block),
@@ -57,6 +60,14 @@ class GraphTables:
                 what = "a parameter (requires grad)" if v.requires_grad else "data"
                 self.log.event("leaf", node=var_id, text=f"leaf {describe(v)}: {what}.")
         return var_id
+
+    def refresh_names(self) -> None:
+        """Names given after a variable was recorded (`y = f(x); y.name = "y"`) are read again
+        when the document is built, so the trace shows the names the program ended with."""
+        for var_id, v in self.variables.items():
+            node, name = self.nodes[var_id], name_of(v)
+            if name != node["name"]:
+                node["name"], node["label"] = name, label_of(v, name)
 
     def saved(self, node, output) -> list:
         """The entries of a node's saved tensors: which input (or its output) each one is."""
@@ -74,6 +85,16 @@ class GraphTables:
             entries.append({"slot": slot, "source": source, "what": what,
                             "shape": json_shape(shape), "dtype": str(np.asarray(array).dtype)})
         return entries
+
+
+def name_of(v) -> str | None:
+    """v.name, checked as it enters the trace (a name set by `v.name = ...` is checked here)."""
+    shape = "x".join(str(n) for n in v._data.shape) or "scalar"
+    return check_name(v.name, f"the name of a Variable of shape {shape} (v.name = ...)")
+
+
+def label_of(v, name: str | None) -> str:
+    return name or (v.grad_fn.name if v.grad_fn is not None else "data")
 
 
 def describe(v) -> str:

@@ -28,9 +28,18 @@ EDGE_STYLE = {
 }
 
 
+def _text(text: str) -> str:
+    """User text as Graphviz must read it to give it back as written: no HTML-like label, no
+    backslash escapes (labels and ids are escStrings: "\\N" would become the node's name), and
+    `&` as `&amp;` (Graphviz decodes entities: a name "a&lt;b" would be drawn as "a<b", and a
+    box id "s:a&amp;b" would reach the page as "s:a&b"). refold.js `userText` writes the same."""
+    return graphviz.escape(text.replace("&", "&amp;"))
+
+
 def _label(*parts: str) -> str:
-    """User text is escaped: no HTML-like labels, no backslash escapes from names."""
-    return "\\n".join(graphviz.escape(p) for p in parts if p)
+    """A multi-line label of user text (never an HTML-like label, even when it is one part
+    that starts with "<" and ends with ">")."""
+    return graphviz.nohtml("\\n".join(_text(p) for p in parts if p))
 
 
 def _shape(shape: list) -> str:
@@ -91,7 +100,7 @@ def to_dot(trace: dict, *, show_saved: bool = True, fold: dict | None = None) ->
         (frames[around] if around else dot).node(
             names[box_id],
             label=_label(scope, f"{len(box['members'])} nodes, {box['ops']} ops", kind),
-            id=box_id, group=box_group(around), **{"class": "scope"}, **STYLE["scope"])
+            id=_text(box_id), group=box_group(around), **{"class": "scope"}, **STYLE["scope"])
     _attach_frames(dot, frames, paths)
     for source, target, attrs in _edges(trace, where, show_saved):
         dot.edge(source, target, **attrs)
@@ -136,7 +145,7 @@ def box_group(around: str | None) -> str:
 def _frames(order: list, opened: set) -> dict:
     """scope -> a cluster subgraph, for every open scope (its frame: click it to close)."""
     return {scope: graphviz.Digraph(name=f"cluster_{k}", graph_attr={
-                "label": scope, "id": FRAME + scope, **FRAME_STYLE})
+                "label": _label(scope), "id": _text(FRAME + scope), **FRAME_STYLE})
             for k, scope in enumerate(order) if scope in opened}
 
 

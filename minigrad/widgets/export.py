@@ -5,6 +5,7 @@ import html
 import json
 import pathlib
 
+from ..names import check_name
 from ._base import bundle
 
 _PAGE = """<!doctype html>
@@ -57,7 +58,8 @@ def save_html(widget, path, *, finish: bool = True) -> pathlib.Path:
     # (a tape page needs no Graphviz: its own script is ~5% of the size)
     script = bundle("standalone-tape.js" if kind == "tape" else "standalone.js")
     script = script.read_text(encoding="utf-8").replace("</script", "<\\/script")
-    title = trace.get("title") or f"minigrad {kind}"
+    # (a trace read back from a JSON file has not met the name check where titles are given)
+    title = check_name(trace.get("title"), "save_html: the trace's title") or f"minigrad {kind}"
     path = pathlib.Path(path)
     path.write_text(_PAGE.format(title=html.escape(title), data=text, script=script),
                     encoding="utf-8")

@@ -7,6 +7,7 @@ import traitlets
 from ..arena import Arena, Pool
 from ..engine import compact_groups
 from ..modes import modes
+from ..names import check_name
 from ..trace import Recorder
 from ..variable import Variable
 from ._base import TraceWidget
@@ -146,15 +147,19 @@ class BackwardStepper(Folding):
         """Run one engine step (the seed, one node, or done); False when backward is over."""
         if not self.live:
             return False
-        previous, modes.recorder = modes.recorder, self._recorder   # record allocations too
+        recorder = self._recorder
+        previous, modes.recorder = modes.recorder, recorder   # record allocations too
+        if previous is not None:   # stepped inside record(): that trace gets the steps too
+            recorder.nest = (recorder,) + previous.nest
         try:
             group = next(self._groups, None)
+            if group is not None:
+                recorder.on_steps(group)
         finally:
-            modes.recorder = previous
+            modes.recorder, recorder.nest = previous, (recorder,)
         if group is None:
             self.live = False
             return False
-        self._recorder.on_steps(group)
         if group[-1][0] == "done":   # (compact groups hold plain tuples laid out like Step)
             self.live = False
         return True
@@ -226,7 +231,9 @@ class MemoryView(TraceWidget):
             raise TypeError(f"MemoryView.compare: expected a dict of 2 to {_RUN_COLOURS} "
                             f"runs, {{name: trace}}, got {got}. Record each run with "
                             f"`with minigrad.record() as rec:` and pass rec.trace.")
-        series = [_bytes_over_time(str(name), run) for name, run in runs.items()]
+        # (a run's name may be any key, drawn as str(key); the text must still be drawable)
+        series = [_bytes_over_time(check_name(str(name), "MemoryView.compare(runs)"), run)
+                  for name, run in runs.items()]
         view = cls(Recorder(title).trace, title=title)
         view.options = {**view.options, "compare": series}
         return view

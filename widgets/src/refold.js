@@ -12,23 +12,32 @@ const ID = /^(?:[a-zA-Z_][a-zA-Z0-9_]*|-?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?))\n?$/;
 const HTML = /^<[\s\S]*>\n?$/;
 const KEYWORDS = new Set(["node", "edge", "graph", "digraph", "subgraph", "strict"]);
 
-export function quote(text) {
+// plain: user text (a label), never read as an HTML-like label (Python's graphviz.escape).
+export function quote(text, plain = false) {
   text = String(text);
-  if (HTML.test(text)) return text;
+  if (!plain && HTML.test(text)) return text;
   if (!ID.test(text) || KEYWORDS.has(text.toLowerCase())) return `"${text.replace(/((?:\\\\)*)\\?"/g, '$1\\"')}"`;
   return text;
 }
 
 /** "label=... a=... b=..." (the other attributes sorted by name, as graphviz writes them). */
 function attrList(label, attrs) {
-  const parts = label === null ? [] : [`label=${quote(label)}`];
-  for (const key of Object.keys(attrs).sort()) parts.push(`${quote(key)}=${quote(attrs[key])}`);
+  const parts = label === null ? [] : [`label=${quote(label, true)}`];
+  for (const key of Object.keys(attrs).sort()) parts.push(`${quote(key)}=${quote(attrs[key], key === "label" || key === "id")}`);
   return ` [${parts.join(" ")}]`;
 }
 
-/** A multi-line label: user text escaped (no backslash sequences of its own), "\n" between parts. */
+/**
+ * User text as Graphviz must read it to give it back as written (dot.py `_text`): backslashes
+ * doubled (labels and ids are escStrings) and "&" as "&amp;" (Graphviz decodes entities).
+ */
+function userText(t) {
+  return String(t).replace(/\\/g, "\\\\").replace(/&/g, "&amp;");
+}
+
+/** A multi-line label: user text escaped, "\n" between parts (dot.py `_label`). */
 function label(...parts) {
-  return parts.filter((p) => p).map((p) => String(p).replace(/\\/g, "\\\\")).join("\\n");
+  return parts.filter((p) => p).map(userText).join("\\n");
 }
 
 /**
@@ -113,7 +122,7 @@ export function refold(kit, expanded) {
     boxes[BOX + box.scope] = box;
     const kind = box.kind ? `kind ${box.kind} (x${count})` : "";
     const text = label(box.scope, `${box.members.length} nodes, ${box.ops} ops`, kind);
-    body.get(parent[s]).push(`\t${quote(`box${s}`)}${attrList(text, { id: BOX + box.scope, class: "scope", group: parent[s] < 0 ? "boxes" : `boxes in ${table.scopes[parent[s]]}`, ...style.node.scope })}\n`);
+    body.get(parent[s]).push(`\t${quote(`box${s}`)}${attrList(text, { id: userText(BOX + box.scope), class: "scope", group: parent[s] < 0 ? "boxes" : `boxes in ${table.scopes[parent[s]]}`, ...style.node.scope })}\n`);
   }
   // Frames inside the frame around them, in scope order (as Python attaches them).
   const children = new Map();
@@ -122,7 +131,7 @@ export function refold(kit, expanded) {
     children.get(parent[s]).push(s);
   }
   const frameLines = (s) => {
-    const lines = [`subgraph ${quote(`cluster_${s}`)} {\n`, `\tgraph${attrList(null, { label: table.scopes[s], id: FRAME + table.scopes[s], ...style.frame })}\n`];
+    const lines = [`subgraph ${quote(`cluster_${s}`)} {\n`, `\tgraph${attrList(null, { label: label(table.scopes[s]), id: userText(FRAME + table.scopes[s]), ...style.frame })}\n`];
     for (const line of body.get(s)) lines.push(line);
     for (const child of children.get(s) || []) for (const line of frameLines(child)) lines.push(`\t${line}`);
     lines.push("}\n");
