@@ -118,8 +118,10 @@ def backward(loss, order: str = "pending", *, shuffle=None, retain_graph=None) -
             recorder.on_steps(group)
 
 
-def backward_steps(loss, order: str = "pending", *, shuffle=None) -> Iterator[Step]:
+def backward_steps(loss, order: str = "pending", *, shuffle=None,
+                   retain_graph=None) -> Iterator[Step]:
     """backward() one event at a time: stop half way and the leaf grads written so far are real."""
+    check_no_retain_graph(retain_graph, "backward_steps")
     return (step for group in backward_groups(loss, order, shuffle=shuffle) for step in group)
 
 

@@ -22,9 +22,11 @@ def expected_grad_of_h_squared(w):
 
 BACKWARDS = {"method": lambda loss, **kw: loss.backward(**kw),
              "function": lambda loss, **kw: mg.backward(loss, **kw)}
+STEPPED = {"backward_steps": lambda loss, **kw: list(mg.backward_steps(loss, **kw))}
 
 
-@pytest.mark.parametrize("call", BACKWARDS.values(), ids=BACKWARDS.keys())
+@pytest.mark.parametrize("call", [*BACKWARDS.values(), *STEPPED.values()],
+                         ids=[*BACKWARDS, *STEPPED])
 def test_retain_graph_is_refused_with_what_to_do_instead(call):
     w, h = graph()
     loss = (h * h).sum()
@@ -76,10 +78,9 @@ def test_the_same_loss_twice_still_says_run_forward_again():
     assert "already consumed" in msg and "Run forward again" in msg and "l1 + l2" not in msg
 
 
-@pytest.mark.parametrize("call", [*BACKWARDS.values(),
-                                  lambda loss: list(mg.backward_steps(loss)),
+@pytest.mark.parametrize("call", [*BACKWARDS.values(), *STEPPED.values(),
                                   lambda loss: mg.backward(loss, order="topo")],
-                         ids=[*BACKWARDS.keys(), "backward_steps", "topo"])
+                         ids=[*BACKWARDS, *STEPPED, "topo"])
 def test_backward_while_a_stepped_backward_is_half_way_says_finish_or_close_it(call):
     w, h = graph()
     loss = (h * h).sum()

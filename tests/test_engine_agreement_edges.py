@@ -1,5 +1,5 @@
-"""Edges where the aot engine must agree with eager: an empty batch's mean, the dtype of a gradient,
-softmax of a 0-d input. Expected values come from numpy or from the mathematics, not from minigrad."""
+"""Edges where the aot engine must agree with eager: an empty batch's mean, the dtype of a
+gradient, softmax of a 0-d input. Expected values come from numpy or the mathematics."""
 import numpy as np
 import pytest
 

@@ -82,8 +82,8 @@ class Executor:
 
     def _cast_grads(self, backward: Graph) -> list:
         """A gradient has its input's dtype, in every engine (eager's accumulate_grad casts too).
-        The rules compute in the dtype the loss brings (a float16 x under a float32 loss gets a
-        float32 d_x): each gradient output is copied once into the dtype the graph declares for it."""
+        The rules compute in the dtype the loss brings (a float16 x under a float32 loss gets
+        a float32 d_x): each gradient output is copied into the dtype the graph declares."""
         calls = []
         for name in backward.outputs:
             info, grad = backward.shape_env.get(name), self.env[name]
