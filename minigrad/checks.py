@@ -139,8 +139,8 @@ def stepping_in_progress(loss, state: str) -> BackwardError:
     if state == "stopped":
         return BackwardError(
             f"backward() on {label(loss)}: a stepped backward of this graph (backward_steps() or a "
-            f"BackwardStepper) was closed half way, so the graph is partly consumed and its leaf "
-            f"grads are partial. Fix: zero_grad(), run forward again and call backward on the new "
+            f"BackwardStepper) was closed half way (or stopped by an error), so the graph is partly "
+            f"consumed and its leaf grads are partial. Fix: zero_grad(), run forward again and call backward on the new "
             f"loss.")
     return BackwardError(
         f"backward() on {label(loss)}: a stepped backward of this graph is in progress (a "
