@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import traceback
+import weakref
 
 import numpy as np
 
@@ -71,9 +72,15 @@ def check_shareable(data, dtype, arena) -> None:
 
 
 # -- backward --------------------------------------------------------------------------------------
+# The root nodes of the graphs a stepped backward (backward_steps, BackwardStepper) is half way
+# through ("running"), or was closed half way through ("stopped"): a second backward of such a
+# graph is refused with the fix. Weak keys: a graph nobody holds is not kept alive by this.
+stepping_roots: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
 def check_loss(loss):
-    """The loss backward starts from: a scalar that requires grad, whose graph is not consumed.
-    Returns its node (None for a leaf loss)."""
+    """The loss backward starts from: a scalar that requires grad, whose graph is not consumed
+    and not being stepped through. Returns its node (None for a leaf loss)."""
     if not loss.requires_grad:
         raise BackwardError(
             f"backward() on {label(loss)}, which does not require grad: nothing in its graph is a "
@@ -85,17 +92,62 @@ def check_loss(loss):
             f"scalar losses only. Reduce it first, e.g. loss.sum().backward() or "
             f"loss.mean().backward().")
     root = loss.grad_fn
+    if root is not None and root in stepping_roots:
+        raise stepping_in_progress(loss, stepping_roots[root])
     if root is not None and root.released:
         raise consumed(root)
     return root
 
 
-def consumed(node) -> BackwardError:
+def check_no_retain_graph(retain_graph, where: str) -> None:
+    """retain_graph=True is PyTorch's; minigrad keeps no graph after backward, on purpose."""
+    if retain_graph:
+        raise BackwardError(
+            f"{where}(retain_graph={retain_graph!r}): minigrad has no retain_graph. Rule: backward "
+            f"consumes the graph, freeing each saved tensor once its node has run (a kept graph "
+            f"would keep all its memory). Fix: to differentiate several losses of one forward, sum "
+            f"them and call backward once, (loss1 + loss2).backward(); to differentiate again, run "
+            f"forward again. (Only the tape keeps a graph on request: tape.backward(out, "
+            f"retain=True).)")
+
+
+_RETRY = "(Leaf grads accumulated by this call so far are partial: zero_grad() before retrying.)"
+
+
+def consumed(node, shared: bool = False) -> BackwardError:
+    """node's graph was consumed by an earlier backward; shared: the loss being differentiated
+    is a different one that reaches node (two losses of one forward)."""
+    if not shared:
+        return BackwardError(
+            f"backward() reached the {node.name} node, whose graph was already consumed by an "
+            f"earlier backward(): minigrad frees saved tensors as backward runs and keeps no "
+            f"retain_graph. Run forward again to build a fresh graph, then call backward on the "
+            f"new loss. {_RETRY}")
+    by = "an earlier backward()" + (" (or a stepped backward still in progress)"
+                                    if "running" in stepping_roots.values() else "")
     return BackwardError(
-        f"backward() reached the {node.name} node, whose graph was already consumed by an earlier "
-        f"backward(): minigrad frees saved tensors as backward runs and keeps no retain_graph. "
-        f"Run forward again to build a fresh graph, then call backward on the new loss. "
-        f"(Leaf grads accumulated by this call so far are partial: zero_grad() before retrying.)")
+        f"backward() reached the {node.name} node, which {by} already consumed: this loss shares "
+        f"that part of the graph with a loss differentiated before (two losses computed from one "
+        f"intermediate, such as l1 and l2 from h). minigrad keeps no retain_graph. Fix: add the "
+        f"losses and call backward once, (l1 + l2).backward(): one backward through the shared "
+        f"graph gives every parameter the sum of both gradients. Or run forward again and call "
+        f"backward on the new loss. {_RETRY}")
+
+
+def stepping_in_progress(loss, state: str) -> BackwardError:
+    """state: "running" (a stepped backward is half way) or "stopped" (it was closed half way)."""
+    if state == "stopped":
+        return BackwardError(
+            f"backward() on {label(loss)}: a stepped backward of this graph (backward_steps() or a "
+            f"BackwardStepper) was closed half way (or stopped by an error), so the graph is partly "
+            f"consumed and its leaf grads are partial. Fix: zero_grad(), run forward again and call backward on the new "
+            f"loss.")
+    return BackwardError(
+        f"backward() on {label(loss)}: a stepped backward of this graph is in progress (a "
+        f"BackwardStepper or a backward_steps() generator has run part of it). Rule: one backward "
+        f"consumes a graph, and that one has not finished. Fix: finish it, stepper.finish() or "
+        f"`for _ in steps: pass` (the leaf grads are then complete); or close the generator, "
+        f"steps.close(), then zero_grad() and run forward again for a new graph.")
 
 
 def check_can_run(node) -> None:
@@ -127,7 +179,7 @@ def checked_grads(node, grads) -> tuple:
 def bad_edge(node, parent, grad, inputs) -> BackwardError:
     """A gradient for parent that cannot be sent: missing, or its node already consumed."""
     if grad is not None:   # a gradient must never land where no one reads it
-        return consumed(parent.grad_fn)
+        return consumed(parent.grad_fn, shared=True)   # (this backward runs a node only once)
     return BackwardError(f"{node.name}.backward returned None for input "
                          f"{inputs.index(parent)}, which requires grad; return its "
                          f"gradient (shape {parent._data.shape}).")

@@ -21,8 +21,8 @@ import numpy as np
 
 from .kernels import sum_to_shape
 from .modes import _debug, modes
-from .checks import (bad_edge, check_all_applied, check_can_run, check_loss, checked_grads,
-                    consumed, negative_count, unreducible)
+from .checks import (bad_edge, check_all_applied, check_can_run, check_loss, check_no_retain_graph,
+                     checked_grads, consumed, negative_count, stepping_roots, unreducible)
 from .steps import Step, accumulate_step, apply_step, expand, seed_steps
 
 
@@ -95,7 +95,7 @@ def topo_order(root) -> list:
     return order
 
 
-def backward(loss, order: str = "pending", *, shuffle=None) -> None:
+def backward(loss, order: str = "pending", *, shuffle=None, retain_graph=None) -> None:
     """Fill `.grad` of every leaf that requires grad with d loss / d leaf.
 
     order="pending" counts down each node's pending_count and runs nodes whose consumers have all
@@ -104,9 +104,10 @@ def backward(loss, order: str = "pending", *, shuffle=None) -> None:
     pending scheduler take ready nodes in random order, which must not change any result.
 
     Rules: the loss must be a scalar that requires grad; leaf grads add up across calls until
-    zero_grad(); backward consumes the graph (no retain_graph), so differentiate again by running
-    the forward computation again.
+    zero_grad(); backward consumes the graph (retain_graph=True is refused), so differentiate again
+    by running the forward computation again, or sum several losses and call backward once.
     """
+    check_no_retain_graph(retain_graph, "backward")
     run = _scheduler(order, shuffle)
     recorder = modes.recorder
     if recorder is None:
@@ -117,8 +118,10 @@ def backward(loss, order: str = "pending", *, shuffle=None) -> None:
             recorder.on_steps(group)
 
 
-def backward_steps(loss, order: str = "pending", *, shuffle=None) -> Iterator[Step]:
+def backward_steps(loss, order: str = "pending", *, shuffle=None,
+                   retain_graph=None) -> Iterator[Step]:
     """backward() one event at a time: stop half way and the leaf grads written so far are real."""
+    check_no_retain_graph(retain_graph, "backward_steps")
     return (step for group in backward_groups(loss, order, shuffle=shuffle) for step in group)
 
 
@@ -131,9 +134,27 @@ def backward_groups(loss, order: str = "pending", *, shuffle=None) -> Iterator[l
 def compact_groups(loss, order: str = "pending", *, shuffle=None) -> Iterator[list]:
     """backward_groups() as the schedulers make them (see steps.expand), written to the trace
     when a recorder is on: what the trace and the stepper widget read."""
-    groups = _scheduler(order, shuffle)(loss, True, shuffle)
+    groups = _marked_stepping(_scheduler(order, shuffle)(loss, True, shuffle), loss.grad_fn)
     recorder = modes.recorder
     return groups if recorder is None else _recorded(groups, recorder)
+
+
+def _marked_stepping(groups, root):
+    """groups, with root's graph marked as being stepped from the first step (the seed: the loss
+    was checked) to the last, and as stopped if the generator is closed before: a backward() of
+    it meanwhile is refused with that fix instead of being told the graph was consumed."""
+    mine = False
+    try:
+        for group in groups:
+            mine = root is not None and not (group and group[-1][0] == "done")
+            if mine:
+                stepping_roots[root] = "running"
+            elif root is not None:
+                stepping_roots.pop(root, None)
+            yield group
+    finally:
+        if mine:
+            stepping_roots[root] = "stopped"
 
 
 def _recorded(groups, recorder):
@@ -191,8 +212,8 @@ def _run_topo(loss, stepping: bool, shuffle):
     root = check_loss(loss)
     order = topo_order(root) if root is not None else []
     for node in order:
-        if node.released:
-            raise consumed(node)
+        if node.released:   # (not the root: check_loss saw it) reached from another loss too
+            raise consumed(node, shared=True)
     seed = _seed(loss)
     if stepping:
         yield seed_steps(loss, root, seed)

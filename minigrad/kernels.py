@@ -74,7 +74,7 @@ def floating(x: np.ndarray) -> np.ndarray:
 def softmax(x: np.ndarray, axis: int, out=None) -> np.ndarray:
     """exp(x - max) / sum(exp(x - max)): subtracting the max keeps exp from overflowing."""
     x = floating(x)
-    y = np.subtract(x, x.max(axis=axis, keepdims=True), out=out)
+    y = as_array(np.subtract(x, x.max(axis=axis, keepdims=True), out=out))   # 0-d: one element
     np.exp(y, out=y)
     y /= y.sum(axis=axis, keepdims=True)
     return y
@@ -83,14 +83,14 @@ def softmax(x: np.ndarray, axis: int, out=None) -> np.ndarray:
 def log_softmax(x: np.ndarray, axis: int, out=None) -> np.ndarray:
     """x - logsumexp(x), computed stably."""
     x = floating(x)
-    y = np.subtract(x, x.max(axis=axis, keepdims=True), out=out)
+    y = as_array(np.subtract(x, x.max(axis=axis, keepdims=True), out=out))
     y -= np.log(np.exp(y).sum(axis=axis, keepdims=True))
     return y
 
 
 def softmax_backward(y: np.ndarray, grad_output: np.ndarray, axis: int, out=None) -> np.ndarray:
     """d softmax: y * (g - sum(g * y))."""
-    grad = np.multiply(grad_output, y, out=out)
+    grad = as_array(np.multiply(grad_output, y, out=out))   # 0-d: written in place below
     total = grad.sum(axis=axis, keepdims=True)
     np.subtract(grad_output, total, out=grad)
     grad *= y
@@ -99,7 +99,7 @@ def softmax_backward(y: np.ndarray, grad_output: np.ndarray, axis: int, out=None
 
 def log_softmax_backward(y: np.ndarray, grad_output: np.ndarray, axis: int, out=None) -> np.ndarray:
     """d log_softmax: g - softmax(x) * sum(g), with softmax(x) = exp(y)."""
-    grad = np.exp(y, out=out)
+    grad = as_array(np.exp(y, out=out))
     grad *= grad_output.sum(axis=axis, keepdims=True)
     np.subtract(grad_output, grad, out=grad)
     return grad
@@ -170,6 +170,12 @@ def as_array(result) -> np.ndarray:
     """A ufunc gives a 0-d result back as a numpy scalar, which no out= accepts (the next in-place
     step, or an aot plan's buffer): keep it a 0-d array."""
     return result if isinstance(result, np.ndarray) else np.asarray(result)
+
+
+def averaged_count(in_size: int, out_size: int) -> int:
+    """How many inputs each output of a mean averages. 0 for an empty batch, so that its mean is
+    0 / 0 = nan, as numpy's (an empty output averages nothing: 1 keeps the division harmless)."""
+    return in_size // out_size if out_size else 1
 
 
 def divide_total(total, count: int, out=None) -> np.ndarray:

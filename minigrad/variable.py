@@ -118,10 +118,10 @@ class Variable:
         return self.grad_fn.saved_tensors if self.grad_fn is not None else ()
 
     # -- autograd -----------------------------------------------------------------------------
-    def backward(self, order: str = "pending", *, shuffle=None) -> None:
+    def backward(self, order: str = "pending", *, shuffle=None, retain_graph=None) -> None:
         """Compute d self / d leaf for every leaf that requires grad (see minigrad.backward)."""
         self._check_alive()
-        engine.backward(self, order, shuffle=shuffle)
+        engine.backward(self, order, shuffle=shuffle, retain_graph=retain_graph)
 
     def zero_grad(self) -> None:
         """Forget the accumulated gradient: .grad reads None until the next backward writes it.

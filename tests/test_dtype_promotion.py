@@ -82,16 +82,9 @@ def _dtypes_off_float32(fn, shapes) -> list:
     return found if ran else ["(no scalar loss)"]
 
 
-# softmax and log_softmax of a 0-d input: left out here; they fail with a bare numpy TypeError
-# (not a dtype question, and not refused with a MinigradError yet).
-NOT_0D = {"softmax", "log_softmax"}
-
-
 @pytest.mark.parametrize("fn", [pytest.param(p, id=p.id) for p in F32_UNARY])
 @pytest.mark.parametrize("shape", [(), (3, 4)], ids=["0-d", "3x4"])
 def test_unary_ops_keep_float32_on_0d_and_reduced(fn, shape):
-    if shape == () and fn.id in NOT_0D:
-        return
     found = _dtypes_off_float32(fn.values[0], [shape])
     assert found == [] or (shape == () and found == ["(refused)"]), found
 

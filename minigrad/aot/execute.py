@@ -70,6 +70,7 @@ class Executor:
             self.env[d_loss] = np.ones_like(loss)   # d loss / d loss = 1, written once
             self._check_saves(backward)
             self.backward_calls = self._compile(backward.operations, backward, saved_ok=True)
+            self.backward_calls += self._cast_grads(backward)
         self.unshared_bytes = self.arena_bytes = None
         if share_buffers:
             self._share_buffers(params)
@@ -87,6 +88,18 @@ class Executor:
             [self.env[n] for n in self.forward.inputs])   # inputs keep their values to the end
         n = len(self.forward_calls)
         self.forward_calls, self.backward_calls = calls[:n], calls[n:]
+
+    def _cast_grads(self, backward: Graph) -> list:
+        """A gradient has its input's dtype, in every engine (eager's accumulate_grad casts too).
+        The rules compute in the dtype the loss brings (a float16 x under a float32 loss gets
+        a float32 d_x): each gradient output is copied into the dtype the graph declares."""
+        calls = []
+        for name in backward.outputs:
+            info, grad = backward.shape_env.get(name), self.env[name]
+            if info is not None and np.dtype(info.dtype) != grad.dtype:
+                self.env[name] = np.empty(grad.shape, info.dtype)
+                calls += _run([(np.copyto, (self.env[name], grad))])
+        return calls
 
     def _check_saves(self, backward: Graph) -> None:
         for op in backward.operations:
@@ -291,14 +304,9 @@ def _matmul_bias(a, b, bias, transpose="NN", **attrs):
     return out, calls + [(np.add, (out, bias, out))]
 
 
-def _reduce(x, axis=None, keepdims=False, scale=None):
+def _reduce(x, axis=None, keepdims=False):
     out = kernels.as_array(np.add.reduce(x, axis, None, None, keepdims))
-    calls = [(np.add.reduce, (x, axis, None, out, keepdims))]
-    if scale is not None:
-        calls.append((np.multiply, (out, scale, out)))
-    for fn, args in calls:
-        fn(*args)
-    return out, calls
+    return out, _run([(np.add.reduce, (x, axis, None, out, keepdims))])
 
 
 def _sum(x, axis=None, keepdims=False, **attrs):
@@ -306,8 +314,10 @@ def _sum(x, axis=None, keepdims=False, **attrs):
 
 
 def _mean(x, axis=None, keepdims=False, **attrs):
-    count = x.size // max(np.add.reduce(x, axis, None, None, keepdims).size, 1)
-    return _reduce(x, axis, keepdims, scale=1.0 / max(count, 1))
+    out, calls = _reduce(x, axis, keepdims)
+    # divided (not scaled by 1/n): an empty batch's mean is 0 / 0 = nan, as in eager and numpy
+    count = kernels.averaged_count(x.size, out.size)
+    return out, calls + _run([(kernels.divide_total, (out, count, out))])
 
 
 def _expand(g, shape=None, axis=None, keepdims=False, scale=1.0, **attrs):

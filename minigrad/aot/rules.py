@@ -360,8 +360,10 @@ def sum_backward(ctx):
 def mean_backward(ctx):
     """y = mean(x, axis): dx = dy / n spread back over the averaged axes."""
     x, y = ctx.fwd_op.inputs[0], ctx.fwd_op.outputs[0]
-    n = int(np.prod(ctx.shape(x), dtype=np.int64)) // max(int(np.prod(ctx.shape(y), dtype=np.int64)), 1)
-    return [_expand(ctx, scale=1.0 / max(n, 1))]
+    n = kernels.averaged_count(int(np.prod(ctx.shape(x), dtype=np.int64)),
+                               int(np.prod(ctx.shape(y), dtype=np.int64)))
+    # n = 0 only when x is empty: dx is empty too, so its scale never multiplies anything
+    return [_expand(ctx, scale=1.0 / n if n else 0.0)]
 
 
 def _expand(ctx, scale: float):

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..function import Function, register
-from ..kernels import divide_total, max_backward
+from ..kernels import averaged_count, divide_total, max_backward
 
 _AXIS_RULE = "axis must be None, an int or a tuple of ints within the input's dimensions"
 _AXIS_FIX = "check x.shape and pick an axis in range(-x.ndim, x.ndim)"
@@ -54,7 +54,7 @@ class Mean(Function):
     def forward(ctx, a, axis=None, keepdims=False):
         ctx.shape, ctx.axes, ctx.keepdims = a.shape, _normalize_axes(axis, a.ndim), keepdims
         z = a.mean(axis=ctx.axes, keepdims=keepdims)
-        ctx.count = a.size // z.size if z.size else 1   # (the builtin max is shadowed here)
+        ctx.count = averaged_count(a.size, z.size)
         return z
 
     @staticmethod
