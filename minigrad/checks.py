@@ -105,6 +105,9 @@ def check_can_run(node) -> None:
     block = node._block   # None unless the node was recorded inside an arena or pool scope
     if block is not None and not block.alive:
         raise stale_error(f"The graph of {node.name} (needed by backward)", block)
+    guard = getattr(node, "_locked", None)   # saved arrays a user could write (readonly.py)
+    if guard is not None:
+        guard.check(node)
     if _debug[0] and node.grad_output is None:
         raise InvariantError(f"{node.name}: applied before its output gradient arrived "
                              f"(scheduler bug: a node runs only after a consumer sent a gradient).")
