@@ -16,7 +16,8 @@ import numpy as np
 
 from . import engine
 from .arena import stale_error
-from .errors import InplaceError, NonLeafGradWarning
+from .errors import (BackwardError, ConversionError, DomainError, DtypeError, InplaceError,
+                     NonLeafGradWarning, ShapeError)
 from .modes import modes
 from .checks import check_leaf_dtype, check_shareable, not_numeric
 from .checks import describe as _describe
@@ -29,7 +30,6 @@ class Variable:
 
     __slots__ = ("_data", "_grad", "requires_grad", "grad_fn", "name", "_accumulate", "_block",
                  "_grad_buffer", "scope", "__weakref__")
-    __array_ufunc__ = None   # numpy_array + variable defers to Variable.__radd__ instead of looping
 
     def __init__(self, data: np.ndarray, requires_grad: bool = False, grad_fn=None, name=None,
                  block=None):
@@ -65,7 +65,14 @@ class Variable:
         if self.grad_fn is not None:
             raise InplaceError(f"cannot replace the data of {_describe(self)}: it is an op's "
                                f"output and belongs to its graph. Compute a new Variable instead.")
-        self._data = np.asarray(value, dtype=self._data.dtype)
+        if isinstance(value, Variable):
+            value = value.data
+        array = np.asarray(value, dtype=self._data.dtype)
+        if array is self._data:   # w.data -= lr * w.grad: changed in place, nothing to update
+            return
+        if array.shape != self._data.shape:   # the old gradient was of another parameter
+            self._grad = self._grad_buffer = None
+        self._data, self._block = array, None   # (the new array is not on an allocator)
 
     @property
     def is_leaf(self) -> bool:
@@ -104,7 +111,12 @@ class Variable:
 
     @grad.setter
     def grad(self, value) -> None:
-        self._grad = None if value is None else np.asarray(value, dtype=self._data.dtype)
+        """None forgets the gradient and its array (the next backward starts a new one, so an
+        array you took from .grad stays yours); an array of the data's shape is copied in."""
+        if value is None:
+            self._grad = self._grad_buffer = None
+            return
+        self._grad = self._grad_buffer = checked_grad(self, value)
 
     @property
     def parents(self) -> tuple:
@@ -131,8 +143,9 @@ class Variable:
         self._grad = None
 
     def detach(self) -> "Variable":
-        """The same data as a leaf that does not require grad (shares memory)."""
-        return Variable(self.data, False, None, self.name)   # .data is read-only for op outputs
+        """The same data as a leaf that does not require grad (shares memory, and so goes stale
+        with it when it lives on an arena or pool)."""
+        return Variable(self.data, False, None, self.name, self._block)   # (read-only for op outputs)
 
     def item(self) -> float:
         self._check_alive()
@@ -182,7 +195,7 @@ class Variable:
 
     def __rpow__(self, base):
         # base ** x = exp(x * log(base)) for a constant base > 0
-        return OPS["exp"].apply(OPS["mul"].apply(self, math.log(base)))
+        return OPS["exp"].apply(OPS["mul"].apply(self, log_of_base(base, self)))
 
     def __neg__(self):
         return OPS["neg"].apply(self)
@@ -192,6 +205,30 @@ class Variable:
 
     def __len__(self) -> int:
         return len(self._data)
+
+    def __bool__(self) -> bool:
+        """numpy's rule: one element is true or false, several are ambiguous."""
+        self._check_alive()
+        if self._data.size != 1:
+            raise ShapeError(
+                f"bool() of {_describe(self)}: the truth value of {self._data.size} elements is "
+                f"ambiguous (numpy's rule). Fix: reduce first, e.g. bool((x.data > 0).any()) or "
+                f"bool((x.data > 0).all()), or index one element.")
+        return bool(self._data)
+
+    # -- numpy: operators are answered, the array protocol is refused --------------------------
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        # `array + variable` reaches here as np.add(array, variable): answer as the operator does.
+        if method == "__call__" and not kwargs and len(inputs) == 2:
+            if ufunc in UFUNC_OPS:
+                return OPS[UFUNC_OPS[ufunc]].apply(*inputs)
+            if ufunc is np.power:
+                return inputs[1].__rpow__(inputs[0]) if inputs[1] is self else self ** inputs[1]
+        raise not_an_array(self, f"numpy's {ufunc.__name__}" + ("" if method == "__call__" else
+                                                                f".{method}"))
+
+    def __array__(self, dtype=None, copy=None):
+        raise not_an_array(self, "np.asarray / np.array")
 
     def __iter__(self):
         return (self[i] for i in range(len(self._data)))
@@ -296,10 +333,11 @@ def create_leaf(data, requires_grad: bool = False, *, name: str | None = None, d
     that saved it lives the array is read-only (writing it would change the gradients). The
     array must already have the dtype asked for.
     """
+    block = None
     if isinstance(data, Variable):
-        data = data.data
+        data, block = data.data, data._block   # (shared memory goes stale with its block)
     if not copy:
-        return _shared_leaf(data, bool(requires_grad), name, dtype, arena)
+        return _shared_leaf(data, bool(requires_grad), name, dtype, arena, block)
     try:
         array = np.asarray(data, dtype=dtype)
     except (TypeError, ValueError) as exc:
@@ -315,14 +353,65 @@ def create_leaf(data, requires_grad: bool = False, *, name: str | None = None, d
     return leaf
 
 
-def _shared_leaf(data, requires_grad: bool, name, dtype, arena) -> Variable:
-    """create_leaf(copy=False): the leaf's data is the caller's own array."""
+def _shared_leaf(data, requires_grad: bool, name, dtype, arena, block) -> Variable:
+    """create_leaf(copy=False): the leaf's data is the caller's own array (or a Variable's)."""
     check_shareable(data, dtype, arena)
     check_leaf_dtype(data, type(data).__name__, requires_grad)
-    leaf = Variable(data, requires_grad, None, name)
+    leaf = Variable(data, requires_grad, None, name, block)
     if modes.recorder is not None:
         modes.recorder.on_leaf(leaf)
     return leaf
+
+
+# numpy ufuncs that are Variable operators: `array + variable` is np.add(array, variable)
+UFUNC_OPS = {np.add: "add", np.subtract: "sub", np.multiply: "mul", np.true_divide: "div",
+             np.matmul: "matmul"}
+
+
+def not_an_array(variable: Variable, what: str) -> ConversionError:
+    return ConversionError(
+        f"{what} got {_describe(variable)}: a Variable is not a numpy array, and numpy would "
+        f"either make an object array of Variables or compute without autograd. Rule: numpy "
+        f"functions take arrays; minigrad ops take Variables. Fix: pass x.data (the values; "
+        f"read-only for an op's output) or x.numpy() (a copy) to numpy, or use the minigrad op "
+        f"(x.exp(), mg.exp(x), x.sum(), ...) to keep the gradient.")
+
+
+def log_of_base(base, exponent: Variable):
+    """log(base) for base ** x = exp(x * log(base)): a constant base must be positive."""
+    try:
+        array = np.asarray(base, dtype=np.result_type(base, np.float32))
+    except (TypeError, ValueError) as exc:
+        raise DtypeError(f"pow: cannot use {type(base).__name__} as the base of "
+                         f"base ** {_describe(exponent)} ({exc}). Pass a number or a numeric "
+                         f"array.") from None
+    if array.dtype.kind not in "biuf" or not np.all(array > 0):
+        raise DomainError(
+            f"pow: base ** {_describe(exponent)} with a constant base of {array.dtype} values "
+            f"{np.array2string(array.ravel()[:8], separator=', ')}: the power is computed as "
+            f"exp(x * log(base)), defined only for base > 0 (log(0) = -inf, log of a negative "
+            f"number is not real). Fix: use a positive base; for a negative base and integer "
+            f"powers, write (-1) ** n * abs(base) ** x with n a plain number.")
+    return math.log(base) if isinstance(base, (int, float)) else np.log(array)
+
+
+def checked_grad(variable: Variable, value) -> np.ndarray:
+    """A gradient assigned by hand: for a leaf, numeric, of the data's shape; copied."""
+    if variable.grad_fn is not None:
+        raise BackwardError(f"cannot set .grad of {_describe(variable)}: only leaf gradients are "
+                            f"kept (an op's output gets its gradient only while backward runs). "
+                            f"Set the gradient of a leaf, or make the value a leaf.")
+    try:
+        array = np.array(value, dtype=variable._data.dtype)   # a copy: backward adds into it
+    except (TypeError, ValueError) as exc:
+        raise DtypeError(f".grad = {type(value).__name__} on {_describe(variable)}: not numeric "
+                         f"({exc}). Assign a numeric array, or None.") from None
+    if array.shape != variable._data.shape:
+        raise ShapeError(
+            f".grad = an array of shape {array.shape} on {_describe(variable)}: a gradient has "
+            f"the shape of its data. Fix: assign an array of shape {variable._data.shape} "
+            f"(np.full({variable._data.shape}, value) for one value), or None to forget it.")
+    return array
 
 
 def _leaf_on(allocator, array: np.ndarray, requires_grad: bool, name) -> Variable:
