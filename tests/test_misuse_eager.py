@@ -1,5 +1,6 @@
 """The eager engine under misuse: what backward reads is what forward saw, memory that goes stale
 says so, and numpy's protocols are answered or refused with a clear error (issue 24)."""
+import contextlib
 import gc
 import sys
 import threading
@@ -10,6 +11,16 @@ import pytest
 import minigrad as mg
 from minigrad import errors
 from minigrad.arena import BUFFER_OWNERS, ScopeError, StaleVariableError, is_allocator_buffer
+
+
+@contextlib.contextmanager
+def thread_switches_often():
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        yield
+    finally:
+        sys.setswitchinterval(interval)
 
 
 def param(values, **kwargs):
@@ -200,16 +211,12 @@ def test_threads_sharing_one_copy_false_array_keep_the_lock_table_consistent():
         except Exception as exc:   # noqa: BLE001  (reported below, with its type)
             failures.append(exc)
 
-    threads = [threading.Thread(target=train, args=(s,)) for s in range(4)]
-    interval = sys.getswitchinterval()
-    sys.setswitchinterval(1e-6)                        # switch threads as often as possible
-    try:
+    with thread_switches_often():
+        threads = [threading.Thread(target=train, args=(s,)) for s in range(4)]
         for t in threads:
             t.start()
         for t in threads:
             t.join()
-    finally:
-        sys.setswitchinterval(interval)
     assert failures == []
     assert shared.flags.writeable                      # every lock was given back
 
