@@ -11,15 +11,17 @@ numpy has no write counter (PyTorch's saved tensors keep a version number that e
 op bumps), so the guard works in two layers:
 
 1. The lock. The array that owns the saved memory (the saved array itself, or the user's
-   ndarray it is a view of) is made read-only while the graph lives: a write through it raises
-   at once, at the line that writes. backward (release), the end of the node's arena scope, or the garbage collector (the
-   graph was dropped) restores the flag; a count per array, under a thread lock, lets several
-   graphs and threads share one array.
+   ndarray it is a view of; on an arena, the leaf's own array) is made read-only while the
+   graph lives, so a write through it raises at once, at the line that writes. backward
+   (release), the end of the node's arena scope, or the garbage collector (the graph was
+   dropped) restores the flag; a count per array, kept under a thread lock, lets several graphs
+   and threads share one array.
 2. The snapshot. A flag on one array does not stop writes through another array on the same
-   memory: its base, a view made before the lock, a bytearray or memory map under it, arena
-   memory. Wherever such an alias may exist, the node keeps a copy of the saved array's bytes,
-   and before its backward reads them `SavedGuard.check` compares: any change raises
-   InplaceError naming the op, the input and the fix. Nothing can write past this check.
+   memory: the array a view points into, a view made before the lock, a bytearray or memory
+   map under it, arena memory. Wherever such an alias may exist, the node keeps a copy of the
+   saved array's bytes, and before its backward reads them `SavedGuard.check` compares: any
+   change raises InplaceError naming the op, the input and the fix. Short of setting numpy's
+   flags back by hand or writing through a raw pointer, no write gets past this check.
 
 When is the lock alone enough? When the saved array owns its memory (`.base is None`) and
 nothing refers to it but its Variable and this node: every numpy view holds a reference to the
@@ -43,14 +45,21 @@ _table = threading.Lock()    # threads sharing one array update its count one at
 
 
 def exposes(out: np.ndarray, inputs: tuple) -> bool:
-    """Whether an op's output shares memory with a user-writable input (a view op's output)."""
-    if out.base is None:
-        return False
-    return any(_user_writable(v) and np.may_share_memory(out, v._data) for v in inputs)
+    """Whether an op's output shares memory with a user-writable input (a view op's output, or
+    the input's own array handed back)."""
+    viewed = out.base is not None
+    return any(_user_writable(v) and (out is v._data or
+                                      viewed and np.may_share_memory(out, v._data))
+               for v in inputs)
 
 
 def _user_writable(v) -> bool:
     return v.grad_fn is None or v.grad_fn.exposes
+
+
+def _shares(a: np.ndarray, b: np.ndarray) -> bool:
+    # (two arrays that each own their memory share none: skip numpy's bounds check)
+    return a is b or ((a.base is not None or b.base is not None) and np.may_share_memory(a, b))
 
 
 def guard_saved(saved: tuple, inputs: tuple):
@@ -68,7 +77,7 @@ def _user_arrays(saved: tuple, inputs: tuple) -> list:
     found = []
     for array in saved:
         if (not isinstance(array, np.ndarray) or any(array is a for a, _ in found)
-                or not any(array is d or np.may_share_memory(array, d) for d in user)):
+                or not any(_shares(array, d) for d in user)):
             continue
         if not any(array is d for d in user):   # a view minigrad made of a user's array
             found.append((array, sys.maxsize))

@@ -145,7 +145,7 @@ class Variable:
     def detach(self) -> "Variable":
         """The same data as a leaf that does not require grad (shares memory, and so goes stale
         with it when it lives on an arena or pool)."""
-        return Variable(self.data, False, None, self.name, self._block)   # (read-only for op outputs)
+        return Variable(self.data, False, None, self.name, self._block)   # (read-only: op output)
 
     def item(self) -> float:
         self._check_alive()
