@@ -48,43 +48,72 @@ def exposes(out: np.ndarray, inputs: tuple) -> bool:
     """Whether an op's output shares memory with a user-writable input (a view op's output, or
     the input's own array handed back)."""
     viewed = out.base is not None
-    return any(_user_writable(v) and (out is v._data or
-                                      viewed and np.may_share_memory(out, v._data))
-               for v in inputs)
-
-
-def _user_writable(v) -> bool:
-    return v.grad_fn is None or v.grad_fn.exposes
-
-
-def _shares(a: np.ndarray, b: np.ndarray) -> bool:
-    # (two arrays that each own their memory share none: skip numpy's bounds check)
-    return a is b or ((a.base is not None or b.base is not None) and np.may_share_memory(a, b))
+    for v in inputs:
+        fn = v.grad_fn
+        if (fn is None or fn.exposes) and (out is v._data or
+                                           viewed and np.may_share_memory(out, v._data)):
+            return True
+    return False
 
 
 def guard_saved(saved: tuple, inputs: tuple):
     """The guard of a node's saved arrays that a user could write; None when there are none."""
-    found = _user_arrays(saved, inputs)
+    user = None
+    for v in inputs:   # (a loop, not a comprehension: this runs for every op that saves)
+        if v.grad_fn is None or v.grad_fn.exposes:
+            if user is None:
+                user = [v._data]
+            elif not any([v._data is d for d in user]):   # (x * x: its array once)
+                user.append(v._data)
+    if user is None:
+        return None
+    found = _user_arrays(saved, inputs, user)
     return SavedGuard(found, inputs) if found else None
 
 
-def _user_arrays(saved: tuple, inputs: tuple) -> list:
-    """[(saved array, references beyond the ones this node and its inputs hold), ...]"""
-    user = []
-    for v in inputs:
-        if _user_writable(v) and not any(v._data is d for d in user):
-            user.append(v._data)
+def _user_arrays(saved: tuple, inputs: tuple, user: list) -> list:
+    """[(saved array, references to it beyond the ones this node and its inputs hold, or None
+    when it is locked already), ...] for the saved arrays that share memory with user (the data
+    of user-writable inputs). (Plain loops: this runs for every op that saves a leaf.)"""
     found = []
     for array in saved:
-        if (not isinstance(array, np.ndarray) or any(array is a for a, _ in found)
-                or not any(_shares(array, d) for d in user)):
+        if not isinstance(array, np.ndarray) or _listed(array, found):
             continue
-        if not any(array is d for d in user):   # a view minigrad made of a user's array
+        reach = 0
+        for d in user:
+            if array is d:
+                reach = 2
+                break
+            if _shares(array, d):
+                reach = 1
+        if reach == 2:
+            found.append((array, _extra_references(array, saved, inputs)))
+        elif reach == 1:   # a view minigrad made of a user's array
             found.append((array, sys.maxsize))
-            continue
-        known = sum(s is array for s in saved) + sum(v._data is array for v in set(inputs))
-        found.append((array, sys.getrefcount(array) - known))
     return found
+
+
+def _listed(array, found: list) -> bool:
+    for a, _ in found:
+        if a is array:
+            return True
+    return False
+
+
+def _extra_references(array: np.ndarray, saved: tuple, inputs: tuple):
+    """sys.getrefcount(array) less the references this node and its inputs hold (None when the
+    array is locked already: it was counted at its first lock)."""
+    entry = _locks.get(id(array))
+    if entry is not None and entry[0] is array:
+        return None
+    known = len({id(v) for v in inputs if v._data is array})   # (x * x: one Variable)
+    known += sum([s is array for s in saved])
+    return sys.getrefcount(array) - known
+
+
+def _shares(a: np.ndarray, b: np.ndarray) -> bool:
+    # (two arrays that each own their memory share none: skip numpy's bounds check)
+    return (a.base is not None or b.base is not None) and np.may_share_memory(a, b)
 
 
 def _probe_overhead() -> int:
@@ -95,7 +124,7 @@ def _probe_overhead() -> int:
     leaf = Leaf()
     saved = (np.zeros(1),)
     leaf._data = saved[0]
-    return _user_arrays(saved, (leaf,))[0][1]
+    return _user_arrays(saved, (leaf,), [leaf._data])[0][1]   # (the same frames as in use)
 
 
 _OVERHEAD = _probe_overhead()
@@ -110,7 +139,7 @@ class SavedGuard:
         self.arrays, self.snapshots = (), ()
         with _table:
             for array, extra in found:
-                if not self._lock(array, extra <= _OVERHEAD):
+                if not self._lock(array, extra is not None and extra <= _OVERHEAD):
                     self.snapshots += ((array, array.tobytes(), _input_named(array, inputs)),)
 
     def _lock(self, array: np.ndarray, unaliased: bool) -> bool:
