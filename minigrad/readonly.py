@@ -28,7 +28,9 @@ nothing refers to it but its Variable and this node: every numpy view holds a re
 array it views, so a reference count at its minimum proves that no view exists, and any view
 made later comes from a read-only array and is read-only too. That is a parameter made by
 create_leaf in a training loop, which therefore costs no copy. A copy=False batch you also hold
-by name, a view, a leaf on an arena cost one copy in forward and one comparison in backward.
+by name, a view, a leaf on an arena cost one copy in forward and one comparison in backward
+(figures in docs/errors.md). Counting references is a CPython fact, so the count the counting
+code itself adds is measured once at import (_OVERHEAD), not assumed.
 """
 from __future__ import annotations
 
