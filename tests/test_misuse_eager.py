@@ -280,8 +280,9 @@ def test_buffer_registry_forgets_a_dead_arena_and_its_id_is_a_user_array_again()
 
 # --- w.data = and w.grad = (items 7, 8 and the unclear .grad = 0.0) ----------------------------
 
-def test_data_of_another_shape_starts_a_new_gradient():
-    w = param([1.0, 2.0])
+@pytest.mark.parametrize("where", ["heap", "perm-arena"])
+def test_data_of_another_shape_starts_a_new_gradient(where):
+    w = param([1.0, 2.0], arena=mg.Arena("perm-shape", 1 << 12) if where == "perm-arena" else None)
     (w * 3.0).sum().backward()
     w.data = np.array([1.0, 2.0, 3.0])
     assert w.grad is None
@@ -302,8 +303,9 @@ def test_data_of_the_same_shape_keeps_the_gradient_buffer():
     assert w.grad is buffer                            # zero_grad's promise: no new array
 
 
-def test_grad_set_to_none_never_writes_into_an_array_taken_before():
-    w = param([1.0, 2.0])
+@pytest.mark.parametrize("where", ["heap", "perm-arena"])
+def test_grad_set_to_none_never_writes_into_an_array_taken_before(where):
+    w = param([1.0, 2.0], arena=mg.Arena("perm-none", 1 << 12) if where == "perm-arena" else None)
     (w * 3.0).sum().backward()
     kept = w.grad
     w.grad = None
