@@ -9,17 +9,16 @@ that is how this module uses ops without importing them (no import circle: ops m
 """
 from __future__ import annotations
 
-import math
 import warnings
 
 import numpy as np
 
 from . import engine
 from .arena import stale_error
-from .errors import (BackwardError, ConversionError, DomainError, DtypeError, InplaceError,
-                     NonLeafGradWarning, ShapeError)
+from .errors import InplaceError, NonLeafGradWarning, ShapeError
 from .modes import modes
-from .checks import check_leaf_dtype, check_shareable, not_numeric
+from .checks import (check_leaf_dtype, check_shareable, checked_grad, log_of_base, not_an_array,
+                     not_numeric)
 from .checks import describe as _describe
 
 OPS: dict = {}   # op name -> Function subclass, filled by minigrad/ops via function.register
@@ -330,8 +329,9 @@ def create_leaf(data, requires_grad: bool = False, *, name: str | None = None, d
 
     copy=False shares your numpy array instead (like torch.from_numpy): no copy, so a large batch
     costs nothing to wrap, but the leaf stays on the heap even inside a scope, and while a graph
-    that saved it lives the array is read-only (writing it would change the gradients). The
-    array must already have the dtype asked for.
+    that saved it lives the array is read-only (writing it would change the gradients); for a
+    view, the array it views is, and a write through the view is refused when backward runs
+    (see readonly.py). The array must already have the dtype asked for.
     """
     block = None
     if isinstance(data, Variable):
@@ -366,52 +366,6 @@ def _shared_leaf(data, requires_grad: bool, name, dtype, arena, block) -> Variab
 # numpy ufuncs that are Variable operators: `array + variable` is np.add(array, variable)
 UFUNC_OPS = {np.add: "add", np.subtract: "sub", np.multiply: "mul", np.true_divide: "div",
              np.matmul: "matmul"}
-
-
-def not_an_array(variable: Variable, what: str) -> ConversionError:
-    return ConversionError(
-        f"{what} got {_describe(variable)}: a Variable is not a numpy array, and numpy would "
-        f"either make an object array of Variables or compute without autograd. Rule: numpy "
-        f"functions take arrays; minigrad ops take Variables. Fix: pass x.data (the values; "
-        f"read-only for an op's output) or x.numpy() (a copy) to numpy, or use the minigrad op "
-        f"(x.exp(), mg.exp(x), x.sum(), ...) to keep the gradient.")
-
-
-def log_of_base(base, exponent: Variable):
-    """log(base) for base ** x = exp(x * log(base)): a constant base must be positive."""
-    try:
-        array = np.asarray(base, dtype=np.result_type(base, np.float32))
-    except (TypeError, ValueError) as exc:
-        raise DtypeError(f"pow: cannot use {type(base).__name__} as the base of "
-                         f"base ** {_describe(exponent)} ({exc}). Pass a number or a numeric "
-                         f"array.") from None
-    if array.dtype.kind not in "biuf" or not np.all(array > 0):
-        raise DomainError(
-            f"pow: base ** {_describe(exponent)} with a constant base of {array.dtype} values "
-            f"{np.array2string(array.ravel()[:8], separator=', ')}: the power is computed as "
-            f"exp(x * log(base)), defined only for base > 0 (log(0) = -inf, log of a negative "
-            f"number is not real). Fix: use a positive base; for a negative base and integer "
-            f"powers, write (-1) ** n * abs(base) ** x with n a plain number.")
-    return math.log(base) if isinstance(base, (int, float)) else np.log(array)
-
-
-def checked_grad(variable: Variable, value) -> np.ndarray:
-    """A gradient assigned by hand: for a leaf, numeric, of the data's shape; copied."""
-    if variable.grad_fn is not None:
-        raise BackwardError(f"cannot set .grad of {_describe(variable)}: only leaf gradients are "
-                            f"kept (an op's output gets its gradient only while backward runs). "
-                            f"Set the gradient of a leaf, or make the value a leaf.")
-    try:
-        array = np.array(value, dtype=variable._data.dtype)   # a copy: backward adds into it
-    except (TypeError, ValueError) as exc:
-        raise DtypeError(f".grad = {type(value).__name__} on {_describe(variable)}: not numeric "
-                         f"({exc}). Assign a numeric array, or None.") from None
-    if array.shape != variable._data.shape:
-        raise ShapeError(
-            f".grad = an array of shape {array.shape} on {_describe(variable)}: a gradient has "
-            f"the shape of its data. Fix: assign an array of shape {variable._data.shape} "
-            f"(np.full({variable._data.shape}, value) for one value), or None to forget it.")
-    return array
 
 
 def _leaf_on(allocator, array: np.ndarray, requires_grad: bool, name) -> Variable:
