@@ -14,7 +14,7 @@ import numpy as np
 
 from .arena import stale_error
 from .errors import (AnomalyError, BackwardError, ConversionError, DomainError, DtypeError,
-                     InvariantError, ShapeError)
+                     InplaceError, InvariantError, ShapeError)
 from .modes import _debug, modes
 
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
@@ -117,6 +117,14 @@ def checked_grad(variable, value) -> np.ndarray:
             f"the shape of its data. Fix: assign an array of shape {variable._data.shape} "
             f"(np.full({variable._data.shape}, value) for one value), or None to forget it.")
     return array
+
+
+def reshaped_while_saved(variable, shape: tuple) -> InplaceError:
+    return InplaceError(
+        f"w.data = an array of shape {shape} on {describe(variable)}: a graph that saved its "
+        f"data is still alive, and its backward would send a gradient of the old shape. Rule: "
+        f"a parameter changes shape only when no graph uses it. Fix: run backward (or drop the "
+        f"loss) first, then assign the new data.")
 
 
 # -- backward --------------------------------------------------------------------------------------

@@ -132,6 +132,15 @@ def _probe_overhead() -> int:
 _OVERHEAD = _probe_overhead()
 
 
+def in_live_graph(array: np.ndarray) -> bool:
+    """Whether a live graph saved array (or the array it views): its backward will read it."""
+    for owner in (array, array.base):
+        entry = _locks.get(id(owner))
+        if entry is not None and entry[0] is owner:
+            return True
+    return False
+
+
 class SavedGuard:
     """One node's guarded arrays: locked ones, and (array, bytes) snapshots for the others."""
 

@@ -18,7 +18,8 @@ from .arena import stale_error
 from .errors import InplaceError, NonLeafGradWarning, ShapeError
 from .modes import modes
 from .checks import (check_leaf_dtype, check_shareable, checked_grad, log_of_base, not_an_array,
-                     not_numeric)
+                     not_numeric, reshaped_while_saved)
+from .readonly import in_live_graph
 from .checks import describe as _describe
 
 OPS: dict = {}   # op name -> Function subclass, filled by minigrad/ops via function.register
@@ -70,6 +71,8 @@ class Variable:
         if array is self._data:   # w.data -= lr * w.grad: changed in place, nothing to update
             return
         if array.shape != self._data.shape:   # the old gradient was of another parameter
+            if in_live_graph(self._data):
+                raise reshaped_while_saved(self, array.shape)
             self._grad = self._grad_buffer = None
         self._data, self._block = array, None   # (the new array is not on an allocator)
 

@@ -293,6 +293,16 @@ def test_data_of_another_shape_starts_a_new_gradient(where):
     np.testing.assert_allclose(w.grad, [5.0, 5.0, 5.0])
 
 
+def test_data_of_another_shape_is_refused_while_a_graph_saved_the_old_one():
+    w = param(np.ones((2, 3)), name="w")
+    loss = (w * mg.create_leaf(np.arange(6.0).reshape(2, 3))).sum()
+    with pytest.raises(errors.InplaceError, match=r"\(3,\).*'w'.*backward"):
+        w.data = np.ones(3)
+    loss.backward()                                    # the graph is consumed: now it may
+    w.data = np.ones(3)
+    assert w.shape == (3,) and w.grad is None
+
+
 def test_data_of_the_same_shape_keeps_the_gradient_buffer():
     w = param([1.0, 2.0])
     (w * 3.0).sum().backward()
