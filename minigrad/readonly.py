@@ -43,7 +43,9 @@ from .arena import is_allocator_buffer
 from .errors import InplaceError
 
 _locks: dict = {}            # id(array) -> [array, count, was_writeable, lock_is_enough]
-_table = threading.Lock()    # threads sharing one array update its count one at a time
+# Threads sharing one array update its count one at a time. Re-entrant: the garbage collector
+# may drop another graph (SavedGuard.__del__) while this thread holds the table.
+_table = threading.RLock()
 
 
 def exposes(out: np.ndarray, inputs: tuple) -> bool:
@@ -183,7 +185,7 @@ class SavedGuard:
 
     def release(self) -> None:
         arrays, self.arrays, self.snapshots = self.arrays, (), ()
-        if _locks is None:   # interpreter shutdown
+        if _locks is None or _table is None:   # interpreter shutdown
             return
         with _table:
             for array in arrays:
