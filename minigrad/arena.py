@@ -11,6 +11,8 @@ The current allocator is per thread, so two threads can train two models side by
 from __future__ import annotations
 
 import math
+import threading
+import weakref
 
 import numpy as np
 
@@ -24,6 +26,10 @@ PAGE = 4096
 
 class StaleVariableError(MinigradError, RuntimeError):
     """A Variable (or graph) whose memory was taken back by pop_to / free was used."""
+
+
+class ScopeError(MinigradError, RuntimeError):
+    """Allocator scopes entered and exited out of order."""
 
 
 class Block:
@@ -54,16 +60,22 @@ class Block:
         return f"Block({self.kind}, {self.nbytes} B at {self.offset}, {self.owner!r}, {state})"
 
 
-# ids of the numpy arrays that own allocator memory (never freed, so the ids stay valid). Every
-# array an allocator hands out has one of them as its .base; the read-only guard for saved
-# arrays must stop there, or it would lock the whole arena.
-BUFFER_OWNERS: set = set()
+# The numpy arrays that own allocator memory, by id. Every array an allocator hands out has one
+# of them as its .base; the read-only guard for saved arrays must stop there, or it would lock
+# the whole arena. Weak values: when an arena dies its entry goes, and a new user array that
+# gets the same id is not mistaken for allocator memory (is_allocator_buffer checks identity).
+BUFFER_OWNERS: "weakref.WeakValueDictionary" = weakref.WeakValueDictionary()
+
+
+def is_allocator_buffer(array) -> bool:
+    """True when array is the byte buffer of a live Arena or Pool."""
+    return BUFFER_OWNERS.get(id(array)) is array
 
 
 def _aligned_bytes(nbytes: int) -> np.ndarray:
     """A uint8 buffer whose first byte starts a page (so ledger offsets are page offsets too)."""
     raw = np.empty(nbytes + PAGE, dtype=np.uint8)
-    BUFFER_OWNERS.add(id(raw))
+    BUFFER_OWNERS[id(raw)] = raw
     start = -raw.ctypes.data % PAGE
     return raw[start:start + nbytes]
 
@@ -214,6 +226,8 @@ class Scope:
     """The context manager of Arena.scope() and Pool.scope(): mark on entry, pop on exit.
 
     (A class rather than a @contextmanager generator: a training loop enters one per batch.)
+    Scopes nest: each thread keeps its open scopes on a stack, and only the innermost may exit
+    (else the thread would be left allocating on an arena whose scope has ended).
     """
 
     __slots__ = ("allocator", "mark", "previous")
@@ -225,12 +239,41 @@ class Scope:
         allocator = self.allocator
         self.mark = allocator.mark()
         self.previous, modes.allocator = modes.allocator, allocator
+        _open_scopes().append(self)
         return allocator
 
     def __exit__(self, *exc) -> bool:
+        stack = _open_scopes()
+        if not stack or stack[-1] is not self:
+            raise _out_of_order(self, stack)
+        stack.pop()
         modes.allocator = self.previous
         self.allocator.pop_to(self.mark)
         return False
+
+
+_threads = threading.local()
+
+
+def _open_scopes() -> list:
+    stack = getattr(_threads, "scopes", None)
+    if stack is None:
+        stack = _threads.scopes = []
+    return stack
+
+
+def _out_of_order(scope: Scope, stack: list) -> ScopeError:
+    name = f"{type(scope.allocator).__name__}({scope.allocator.name!r})"
+    if scope not in stack:
+        return ScopeError(f"exiting the scope of {name}, which is not open on this thread (exited "
+                          f"twice, or entered on another thread). Rule: each scope is entered "
+                          f"and exited once, on one thread. Fix: use `with {name}.scope():`.")
+    inner = stack[-1].allocator
+    return ScopeError(
+        f"exiting the scope of {name} while the scope of {type(inner).__name__}({inner.name!r}) "
+        f"entered inside it is still open. Rule: scopes end innermost first (the thread would "
+        f"otherwise keep allocating on an arena whose scope has ended). Fix: nest them as "
+        f"`with` blocks, or exit the inner scope first.")
 
 
 class Pool:

@@ -22,6 +22,7 @@ import numpy as np
 
 from . import engine
 from .arena import Pool
+from .checks import check_can_run
 from .errors import BackwardError, MinigradError
 from .function import Function, _creation_counter
 from .modes import modes
@@ -103,6 +104,7 @@ class Checkpoint(Function):
     def recompute_groups(self):
         """The engine's hook while stepping: the recompute and the segment's backward, one
         group of Steps at a time, before this node's own apply."""
+        check_can_run(self)   # the recompute reads the saved inputs: check them first
         return _recompute_and_backward(self, self.grad_output, stepping=True)
 
 

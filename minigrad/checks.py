@@ -6,6 +6,7 @@ by duck typing, like the engine, and imports neither Variable nor Function.
 """
 from __future__ import annotations
 
+import math
 import os
 import traceback
 import weakref
@@ -13,7 +14,8 @@ import weakref
 import numpy as np
 
 from .arena import stale_error
-from .errors import AnomalyError, BackwardError, DtypeError, InvariantError, ShapeError
+from .errors import (AnomalyError, BackwardError, ConversionError, DomainError, DtypeError,
+                     InplaceError, InvariantError, ShapeError)
 from .modes import _debug, modes
 
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
@@ -69,6 +71,61 @@ def check_shareable(data, dtype, arena) -> None:
         raise DtypeError(f"create_leaf(copy=False, dtype={np.dtype(dtype)}): the array has dtype "
                          f"{data.dtype}, and converting it would be a copy. Fix: convert it first "
                          f"(data.astype({np.dtype(dtype).name})) or leave copy=True.")
+
+
+# -- Variables meeting numpy, and hand-set gradients -------------------------------------------
+def not_an_array(variable, what: str) -> ConversionError:
+    return ConversionError(
+        f"{what} got {describe(variable)}: a Variable is not a numpy array, and numpy would "
+        f"either make an object array of Variables or compute without autograd. Rule: numpy "
+        f"functions take arrays; minigrad ops take Variables. Fix: pass x.data (the values; "
+        f"read-only for an op's output) or x.numpy() (a copy) to numpy, or use the minigrad op "
+        f"(x.exp(), mg.exp(x), x.sum(), ...) to keep the gradient.")
+
+
+def log_of_base(base, exponent):
+    """log(base) for base ** x = exp(x * log(base)): a constant base must be positive."""
+    try:
+        array = np.asarray(base, dtype=np.result_type(base, np.float32))
+    except (TypeError, ValueError) as exc:
+        raise DtypeError(f"pow: cannot use {type(base).__name__} as the base of "
+                         f"base ** {describe(exponent)} ({exc}). Pass a number or a numeric "
+                         f"array.") from None
+    if array.dtype.kind not in "biuf" or not np.all(array > 0):
+        raise DomainError(
+            f"pow: base ** {describe(exponent)} with a constant base of {array.dtype} values "
+            f"{np.array2string(array.ravel()[:8], separator=', ')}: the power is computed as "
+            f"exp(x * log(base)), defined only for base > 0 (log(0) = -inf, log of a negative "
+            f"number is not real). Fix: use a positive base; for a negative base and integer "
+            f"powers, write (-1) ** n * abs(base) ** x with n a plain number.")
+    return math.log(base) if isinstance(base, (int, float)) else np.log(array)
+
+
+def checked_grad(variable, value) -> np.ndarray:
+    """A gradient assigned by hand: for a leaf, numeric, of the data's shape; copied."""
+    if variable.grad_fn is not None:
+        raise BackwardError(f"cannot set .grad of {describe(variable)}: only leaf gradients are "
+                            f"kept (an op's output gets its gradient only while backward runs). "
+                            f"Set the gradient of a leaf, or make the value a leaf.")
+    try:
+        array = np.array(value, dtype=variable._data.dtype)   # a copy: backward adds into it
+    except (TypeError, ValueError) as exc:
+        raise DtypeError(f".grad = {type(value).__name__} on {describe(variable)}: not numeric "
+                         f"({exc}). Assign a numeric array, or None.") from None
+    if array.shape != variable._data.shape:
+        raise ShapeError(
+            f".grad = an array of shape {array.shape} on {describe(variable)}: a gradient has "
+            f"the shape of its data. Fix: assign an array of shape {variable._data.shape} "
+            f"(np.full({variable._data.shape}, value) for one value), or None to forget it.")
+    return array
+
+
+def reshaped_while_saved(variable, shape: tuple) -> InplaceError:
+    return InplaceError(
+        f"w.data = an array of shape {shape} on {describe(variable)}: a graph that saved its "
+        f"data is still alive, and its backward would send a gradient of the old shape. Rule: "
+        f"a parameter changes shape only when no graph uses it. Fix: run backward (or drop the "
+        f"loss) first, then assign the new data.")
 
 
 # -- backward --------------------------------------------------------------------------------------
@@ -157,6 +214,9 @@ def check_can_run(node) -> None:
     block = node._block   # None unless the node was recorded inside an arena or pool scope
     if block is not None and not block.alive:
         raise stale_error(f"The graph of {node.name} (needed by backward)", block)
+    guard = getattr(node, "_locked", None)   # saved arrays a user could write (readonly.py)
+    if guard is not None:
+        guard.check(node)
     if _debug[0] and node.grad_output is None:
         raise InvariantError(f"{node.name}: applied before its output gradient arrived "
                              f"(scheduler bug: a node runs only after a consumer sent a gradient).")

@@ -39,3 +39,11 @@ class InvariantError(MinigradError, AssertionError):
 
 class NonLeafGradWarning(UserWarning):
     """.grad was read on a non-leaf Variable; only leaf gradients are kept."""
+
+
+class DomainError(MinigradError, ValueError):
+    """A value outside the domain where the op is defined (a non-positive base of base ** x)."""
+
+
+class ConversionError(MinigradError, TypeError):
+    """A Variable used where numpy wanted an array (np.asarray, numpy functions): use .data or .numpy()."""

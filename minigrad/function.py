@@ -18,7 +18,7 @@ from .arena import stale_error
 from .errors import DtypeError, MinigradError, ShapeError
 from .kernels import result_dtype, result_shape
 from .modes import modes
-from .readonly import lock_saved
+from .readonly import exposes, guard_saved
 from .checks import creation_site, describe
 from .variable import OPS, Variable
 
@@ -38,7 +38,8 @@ class Function:
     """Base class of ops; an instance is one node of the graph (PyTorch calls it a grad_fn)."""
 
     __slots__ = ("inputs", "saved_tensors", "pending_count", "grad_output", "seq", "released",
-                 "arena", "_locked", "_block", "_last_buffer", "__dict__", "__weakref__")
+                 "arena", "_locked", "_block", "_last_buffer", "exposes", "__dict__",
+                 "__weakref__")
     name = "function"
     # What the op requires of shapes, quoted when numpy rejects them (subclasses refine it).
     shape_rule = "inputs broadcast numpy-style: shapes are aligned from the right and each pair " \
@@ -58,7 +59,8 @@ class Function:
         raise NotImplementedError
 
     def save_for_backward(self, *arrays) -> None:
-        """Keep arrays backward will need. While the graph lives, they are read-only."""
+        """Keep arrays backward will need. While the graph lives, those a user could write are
+        read-only, and backward checks they did not change (see readonly.py)."""
         self.saved_tensors = arrays
 
     def buffer(self, *like, shape=None, dtype=None, kind: str | None = None,
@@ -117,12 +119,12 @@ class Function:
         if not (requires_grad and modes.grad_enabled):
             return Variable(out, False, None, None, block)    # 2. wrap it: a constant, no graph
         node.pending_count, node.released, node._locked = 0, False, None   # 3. or its grad_fn
-        node.seq = next(_creation_counter)
+        node.seq, node.exposes = next(_creation_counter), exposes(out, variables)
         for v in variables:
             if v.grad_fn is not None:                         # one more consumer to wait for
                 v.grad_fn.pending_count += 1
         if node.saved_tensors:                                # (see readonly.py)
-            node._locked = lock_saved(node.saved_tensors, variables)
+            node._locked = guard_saved(node.saved_tensors, variables)
         node._block = None if node.arena is None else _node_record(node, node.arena)
         if modes.anomaly:
             node.created_at = creation_site()

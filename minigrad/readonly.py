@@ -1,77 +1,221 @@
-"""Saved arrays are read-only while a graph needs them.
+"""What backward reads must be what forward saw: the guard on saved arrays.
 
-Writing into a saved array would silently change the gradient. An op's own output can only be
-reached through Variable.data, which hands it out read-only, and arena or pool memory is only
-written by minigrad, so the arrays to guard are those a user holds: the data of leaf inputs
-(parameters, batches, constants), and the arrays that views point into. Function.apply clears
-their writeable flag; the node's release() (backward ran), the end of its arena scope (it can
-never run) or the garbage collector (the graph was dropped) restores it. A count per array lets
-several live graphs share one. The counts are not locked against threads: threads that record
-graphs at the same time must not share leaf arrays.
+Which arrays need a guard. Memory only minigrad writes needs none: an op's own output is handed
+out read-only (Variable.data gives a read-only view) and arena or pool memory is written by
+minigrad alone. A user can write the data of a leaf (parameters, batches, numpy constants) and
+every array that shares its memory: a view of it, the array it views, other views of that, an
+op output that is a view of a leaf (reshape, transpose, slicing; Function.apply marks those
+nodes `exposes`). `guard_saved` keeps the saved arrays that share memory with such an input.
+
+numpy has no write counter (PyTorch's saved tensors keep a version number that every in-place
+op bumps), so the guard works in two layers:
+
+1. The lock. The array that owns the saved memory (the saved array itself, or the user's
+   ndarray it is a view of; on an arena, the leaf's own array) is made read-only while the
+   graph lives, so a write through it raises at once, at the line that writes. backward
+   (release), the end of the node's arena scope, or the garbage collector (the graph was
+   dropped) restores the flag; a count per array, kept under a thread lock, lets several graphs
+   and threads share one array.
+2. The snapshot. A flag on one array does not stop writes through another array on the same
+   memory: the array a view points into, a view made before the lock, a bytearray or memory
+   map under it, arena memory. Wherever such an alias may exist, the node keeps a copy of the
+   saved array's bytes, and before its backward reads them `SavedGuard.check` compares: any
+   change raises InplaceError naming the op, the input and the fix. Short of setting numpy's
+   flags back by hand or writing through a raw pointer, no write gets past this check.
+
+When is the lock alone enough? When the saved array owns its memory (`.base is None`) and
+nothing refers to it but its Variable and this node: every numpy view holds a reference to the
+array it views, so a reference count at its minimum proves that no view exists, and any view
+made later comes from a read-only array and is read-only too. That is a parameter made by
+create_leaf in a training loop, which therefore costs no copy. A copy=False batch you also hold
+by name, a view, a leaf on an arena cost one copy in forward and one comparison in backward
+(figures in docs/errors.md). Counting references is a CPython fact, so the count the counting
+code itself adds is measured once at import (_OVERHEAD), not assumed.
 """
 from __future__ import annotations
 
+import sys
+import threading
+
 import numpy as np
 
-from .arena import BUFFER_OWNERS
+from .arena import is_allocator_buffer
+from .errors import InplaceError
 
-_locks: dict = {}            # id(array) -> [array, count, was_writeable]
+_locks: dict = {}            # id(array) -> [array, count, was_writeable, lock_is_enough]
+# Threads sharing one array update its count one at a time. Re-entrant: the garbage collector
+# may drop another graph (SavedGuard.__del__) while this thread holds the table.
+_table = threading.RLock()
 
 
-def lock_saved(saved: tuple, inputs: tuple):
-    """Lock the user-held arrays behind a node's saved tensors (leaf inputs' data, and the bases
-    of views); returns the lock, or None when there is nothing to guard.
+def exposes(out: np.ndarray, inputs: tuple) -> bool:
+    """Whether an op's output shares memory with a user-writable input (a view op's output, or
+    the input's own array handed back)."""
+    viewed = out.base is not None
+    for v in inputs:
+        fn = v.grad_fn
+        if (fn is None or fn.exposes) and (out is v._data or
+                                           viewed and np.may_share_memory(out, v._data)):
+            return True
+    return False
 
-    (A view of a leaf that lives on an arena points into the arena's buffer, which cannot be
-    locked as a whole; such a view is not guarded, the leaf itself is when it is saved.)
-    """
-    guarded = ()
+
+def guard_saved(saved: tuple, inputs: tuple):
+    """The guard of a node's saved arrays that a user could write; None when there are none."""
+    user = None
+    for v in inputs:   # (a loop, not a comprehension: this runs for every op that saves)
+        if v.grad_fn is None or v.grad_fn.exposes:
+            if user is None:
+                user = [v._data]
+            elif not any([v._data is d for d in user]):   # (x * x: its array once)
+                user.append(v._data)
+    if user is None:
+        return None
+    found = _user_arrays(saved, inputs, user)
+    return SavedGuard(found, inputs) if found else None
+
+
+def _user_arrays(saved: tuple, inputs: tuple, user: list) -> list:
+    """[(saved array, references to it beyond the ones this node and its inputs hold, or None
+    when it is locked already), ...] for the saved arrays that share memory with user (the data
+    of user-writable inputs). (Plain loops: this runs for every op that saves a leaf.)"""
+    found = []
     for array in saved:
-        if not isinstance(array, np.ndarray):
+        if not isinstance(array, np.ndarray) or _listed(array, found):
             continue
-        base = array.base
-        if base is not None and id(base) not in BUFFER_OWNERS:
-            guarded += (base,)   # a view: guard the user's array it points into
-            continue
-        for v in inputs:
-            if v._data is array:
-                if v.grad_fn is None:
-                    guarded += (array,)
+        reach = 0
+        for d in user:
+            if array is d:
+                reach = 2
                 break
-    return SavedLock(guarded) if guarded else None
+            if _shares(array, d):
+                reach = 1
+        if reach == 2:
+            found.append((array, _extra_references(array, saved, inputs)))
+        elif reach == 1:   # a view minigrad made of a user's array
+            found.append((array, sys.maxsize))
+    return found
 
 
-class SavedLock:
-    """The arrays one node keeps read-only; released by backward, by the end of the node's arena
-    scope, or when the graph is dropped."""
+def _listed(array, found: list) -> bool:
+    for a, _ in found:
+        if a is array:
+            return True
+    return False
 
-    __slots__ = ("arrays",)
 
-    def __init__(self, arrays: tuple):
-        self.arrays = arrays
-        for array in arrays:
-            entry = _locks.get(id(array))
-            if entry is None:
-                writeable = array.flags.writeable
-                _locks[id(array)] = [array, 1, writeable]
-                if writeable:
-                    array.setflags(write=False)   # (setflags: cheaper than .flags.writeable =)
-            else:
-                entry[1] += 1
+def _extra_references(array: np.ndarray, saved: tuple, inputs: tuple):
+    """sys.getrefcount(array) less the references this node and its inputs hold (None when the
+    array is locked already: it was counted at its first lock)."""
+    entry = _locks.get(id(array))
+    if entry is not None and entry[0] is array:
+        return None
+    known = len({id(v) for v in inputs if v._data is array})   # (x * x: one Variable)
+    known += sum([s is array for s in saved])
+    return sys.getrefcount(array) - known
+
+
+def _shares(a: np.ndarray, b: np.ndarray) -> bool:
+    # (two arrays that each own their memory share none: skip numpy's bounds check)
+    return (a.base is not None or b.base is not None) and np.may_share_memory(a, b)
+
+
+def _probe_overhead() -> int:
+    """The references _user_arrays itself holds while it counts (measured, not assumed)."""
+    class Leaf:
+        grad_fn = None
+
+    leaf = Leaf()
+    saved = (np.zeros(1),)
+    leaf._data = saved[0]
+    return _user_arrays(saved, (leaf,), [leaf._data])[0][1]   # (the same frames as in use)
+
+
+_OVERHEAD = _probe_overhead()
+
+
+def in_live_graph(array: np.ndarray) -> bool:
+    """Whether a live graph saved array (or the array it views): its backward will read it."""
+    for owner in (array, array.base):
+        entry = _locks.get(id(owner))
+        if entry is not None and entry[0] is owner:
+            return True
+    return False
+
+
+class SavedGuard:
+    """One node's guarded arrays: locked ones, and (array, bytes) snapshots for the others."""
+
+    __slots__ = ("arrays", "snapshots")
+
+    def __init__(self, found: list, inputs: tuple):
+        self.arrays, self.snapshots = (), ()
+        with _table:
+            for array, extra in found:
+                if not self._lock(array, extra is not None and extra <= _OVERHEAD):
+                    self.snapshots += ((array, array.tobytes(), _input_named(array, inputs)),)
+
+    def _lock(self, array: np.ndarray, unaliased: bool) -> bool:
+        """Lock the array that owns array's memory; True when that lock alone is enough.
+
+        The owner is the array itself, the user's ndarray it views, or, on an arena or pool,
+        the array itself again (allocator buffers are never locked). A user's view is not
+        locked itself: its flag could not be restored while its owner is still locked."""
+        base = array.base
+        owner = array if base is None or is_allocator_buffer(base) else base
+        if not isinstance(owner, np.ndarray) or (owner is base and owner.base is not None):
+            return False   # a bytearray, memory map or a view's view under it: the snapshot guards
+        entry = _locks.get(id(owner))
+        if entry is None:
+            writeable = owner.flags.writeable
+            entry = _locks[id(owner)] = [owner, 0, writeable, unaliased and base is None]
+            if writeable:
+                owner.setflags(write=False)   # (setflags: cheaper than .flags.writeable =)
+        entry[1] += 1
+        self.arrays += (owner,)
+        # A lock taken when no alias existed stays enough while it is held: views made since
+        # came from a read-only array. (unaliased only counts for the first lock.)
+        return owner is array and entry[3]
+
+    def check(self, node) -> None:
+        """Raise if a saved array changed since forward (a write that went past the lock)."""
+        for array, snapshot, which in self.snapshots:
+            if array.tobytes() != snapshot:
+                raise changed_error(node, array, which)
 
     def release(self) -> None:
-        arrays, self.arrays = self.arrays, ()
-        if _locks is None:   # interpreter shutdown
+        arrays, self.arrays, self.snapshots = self.arrays, (), ()
+        if _locks is None or _table is None:   # interpreter shutdown
             return
-        for array in arrays:
-            entry = _locks[id(array)]
-            if entry[1] == 1:
-                del _locks[id(array)]
-                if entry[2]:
-                    array.setflags(write=True)
-            else:
+        with _table:
+            for array in arrays:
+                entry = _locks.get(id(array))
+                if entry is None or entry[0] is not array:
+                    continue
                 entry[1] -= 1
+                if entry[1] == 0:
+                    del _locks[id(array)]
+                    if entry[2]:
+                        array.setflags(write=True)
 
     def __del__(self) -> None:   # a graph dropped without backward
         if self.arrays:
             self.release()
+
+
+def _input_named(array: np.ndarray, inputs: tuple) -> str:
+    for i, v in enumerate(inputs):
+        if v._data is array or np.may_share_memory(array, v._data):
+            name = f"{v.name!r}" if v.name else f"of shape {v.shape}"
+            return f"input {i} ({'leaf' if v.grad_fn is None else 'view'} {name})"
+    return f"an array of shape {array.shape}"
+
+
+def changed_error(node, array: np.ndarray, which: str) -> InplaceError:
+    return InplaceError(
+        f"{node.name}: backward needs the array it saved from {which}, shape {array.shape}, "
+        f"and it was changed after forward (written through another array on the same memory: "
+        f"the array it is a view of, a view made earlier, or the buffer under it). Rule: data a "
+        f"graph saved must not change until backward has run; the gradient would be wrong. Fix: "
+        f"run forward again after changing the data, or pass a copy (create_leaf(x) copies; "
+        f"x.copy() for a numpy constant).")

@@ -9,17 +9,18 @@ that is how this module uses ops without importing them (no import circle: ops m
 """
 from __future__ import annotations
 
-import math
 import warnings
 
 import numpy as np
 
 from . import engine
 from .arena import stale_error
-from .errors import InplaceError, NonLeafGradWarning
+from .errors import InplaceError, NonLeafGradWarning, ShapeError
 from .modes import modes
 from .names import check_name
-from .checks import check_leaf_dtype, check_shareable, not_numeric
+from .checks import (check_leaf_dtype, check_shareable, checked_grad, log_of_base, not_an_array,
+                     not_numeric, reshaped_while_saved)
+from .readonly import in_live_graph
 from .checks import describe as _describe
 
 OPS: dict = {}   # op name -> Function subclass, filled by minigrad/ops via function.register
@@ -30,7 +31,6 @@ class Variable:
 
     __slots__ = ("_data", "_grad", "requires_grad", "grad_fn", "name", "_accumulate", "_block",
                  "_grad_buffer", "scope", "__weakref__")
-    __array_ufunc__ = None   # numpy_array + variable defers to Variable.__radd__ instead of looping
 
     def __init__(self, data: np.ndarray, requires_grad: bool = False, grad_fn=None, name=None,
                  block=None):
@@ -66,7 +66,16 @@ class Variable:
         if self.grad_fn is not None:
             raise InplaceError(f"cannot replace the data of {_describe(self)}: it is an op's "
                                f"output and belongs to its graph. Compute a new Variable instead.")
-        self._data = np.asarray(value, dtype=self._data.dtype)
+        if isinstance(value, Variable):
+            value = value.data
+        array = np.asarray(value, dtype=self._data.dtype)
+        if array is self._data:   # w.data -= lr * w.grad: changed in place, nothing to update
+            return
+        if array.shape != self._data.shape:   # the old gradient was of another parameter
+            if in_live_graph(self._data):
+                raise reshaped_while_saved(self, array.shape)
+            self._grad = self._grad_buffer = None
+        self._data, self._block = array, None   # (the new array is not on an allocator)
 
     @property
     def is_leaf(self) -> bool:
@@ -105,7 +114,12 @@ class Variable:
 
     @grad.setter
     def grad(self, value) -> None:
-        self._grad = None if value is None else np.asarray(value, dtype=self._data.dtype)
+        """None forgets the gradient and its array (the next backward starts a new one, so an
+        array you took from .grad stays yours); an array of the data's shape is copied in."""
+        if value is None:
+            self._grad = self._grad_buffer = None
+            return
+        self._grad = self._grad_buffer = checked_grad(self, value)
 
     @property
     def parents(self) -> tuple:
@@ -132,8 +146,9 @@ class Variable:
         self._grad = None
 
     def detach(self) -> "Variable":
-        """The same data as a leaf that does not require grad (shares memory)."""
-        out = Variable(self.data, False, None, self.name)   # .data is read-only for op outputs
+        """The same data as a leaf that does not require grad (shares memory, and so goes stale
+        with it when it lives on an arena or pool)."""
+        out = Variable(self.data, False, None, self.name, self._block)   # (read-only: op output)
         if modes.capture is not None:   # an aot capture is recording: out is a stop gradient there
             modes.capture.detached(self, out)
         return out
@@ -186,7 +201,7 @@ class Variable:
 
     def __rpow__(self, base):
         # base ** x = exp(x * log(base)) for a constant base > 0
-        return OPS["exp"].apply(OPS["mul"].apply(self, math.log(OPS["pow"].check_base(base, self))))
+        return OPS["exp"].apply(OPS["mul"].apply(self, log_of_base(base, self)))
 
     def __neg__(self):
         return OPS["neg"].apply(self)
@@ -196,6 +211,30 @@ class Variable:
 
     def __len__(self) -> int:
         return len(self._data)
+
+    def __bool__(self) -> bool:
+        """numpy's rule: one element is true or false, several are ambiguous."""
+        self._check_alive()
+        if self._data.size != 1:
+            raise ShapeError(
+                f"bool() of {_describe(self)}: the truth value of {self._data.size} elements is "
+                f"ambiguous (numpy's rule). Fix: reduce first, e.g. bool((x.data > 0).any()) or "
+                f"bool((x.data > 0).all()), or index one element.")
+        return bool(self._data)
+
+    # -- numpy: operators are answered, the array protocol is refused --------------------------
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        # `array + variable` reaches here as np.add(array, variable): answer as the operator does.
+        if method == "__call__" and not kwargs and len(inputs) == 2:
+            if ufunc in UFUNC_OPS:
+                return OPS[UFUNC_OPS[ufunc]].apply(*inputs)
+            if ufunc is np.power:
+                return inputs[1].__rpow__(inputs[0]) if inputs[1] is self else self ** inputs[1]
+        raise not_an_array(self, f"numpy's {ufunc.__name__}" + ("" if method == "__call__" else
+                                                                f".{method}"))
+
+    def __array__(self, dtype=None, copy=None):
+        raise not_an_array(self, "np.asarray / np.array")
 
     def __iter__(self):
         return (self[i] for i in range(len(self._data)))
@@ -295,14 +334,16 @@ def create_leaf(data, requires_grad: bool = False, *, name: str | None = None, d
 
     copy=False shares your numpy array instead (like torch.from_numpy): no copy, so a large batch
     costs nothing to wrap, but the leaf stays on the heap even inside a scope, and while a graph
-    that saved it lives the array is read-only (writing it would change the gradients). The
-    array must already have the dtype asked for.
+    that saved it lives the array is read-only (writing it would change the gradients); for a
+    view, the array it views is, and a write through the view is refused when backward runs
+    (see readonly.py). The array must already have the dtype asked for.
     """
     name = check_name(name, "create_leaf(name=...)")
+    block = None
     if isinstance(data, Variable):
-        data = data.data
+        data, block = data.data, data._block   # (shared memory goes stale with its block)
     if not copy:
-        return _shared_leaf(data, bool(requires_grad), name, dtype, arena)
+        return _shared_leaf(data, bool(requires_grad), name, dtype, arena, block)
     try:
         array = np.asarray(data, dtype=dtype)
     except (TypeError, ValueError) as exc:
@@ -318,14 +359,19 @@ def create_leaf(data, requires_grad: bool = False, *, name: str | None = None, d
     return leaf
 
 
-def _shared_leaf(data, requires_grad: bool, name, dtype, arena) -> Variable:
-    """create_leaf(copy=False): the leaf's data is the caller's own array."""
+def _shared_leaf(data, requires_grad: bool, name, dtype, arena, block) -> Variable:
+    """create_leaf(copy=False): the leaf's data is the caller's own array (or a Variable's)."""
     check_shareable(data, dtype, arena)
     check_leaf_dtype(data, type(data).__name__, requires_grad)
-    leaf = Variable(data, requires_grad, None, name)
+    leaf = Variable(data, requires_grad, None, name, block)
     if modes.recorder is not None:
         modes.recorder.on_leaf(leaf)
     return leaf
+
+
+# numpy ufuncs that are Variable operators: `array + variable` is np.add(array, variable)
+UFUNC_OPS = {np.add: "add", np.subtract: "sub", np.multiply: "mul", np.true_divide: "div",
+             np.matmul: "matmul"}
 
 
 def _leaf_on(allocator, array: np.ndarray, requires_grad: bool, name) -> Variable:

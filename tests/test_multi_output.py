@@ -57,8 +57,8 @@ def sincos(x):
 
 
 def _translate(node, v, inputs):
-    return "toy_sincos", {}, [v, linked_output(node, "cos") or ("cos", TensorInfo(v.shape, v.dtype)),
-                              linked_output(node, "sign") or ("sign", TensorInfo(v.shape, np.int64))]
+    return "toy_sincos", {}, [v, linked_output(node, "cos", ("cos", TensorInfo(v.shape, v.dtype))),
+                              linked_output(node, "sign", ("sign", TensorInfo(v.shape, np.int64)))]
 
 
 def _compile(x, **attrs):
@@ -268,7 +268,7 @@ def pick(x):
 def test_an_integer_output_that_is_also_an_input_of_the_main_node(monkeypatch):
     monkeypatch.setitem(OPS, "toy_pick", ToyPick)
     monkeypatch.setitem(capture_module.CAPTURED, "toy_pick", lambda node, v, inputs: (
-        "toy_pick", {}, [v, linked_output(node, "indices") or ("indices", TensorInfo(v.shape, np.int64))]))
+        "toy_pick", {}, [v, linked_output(node, "indices", ("indices", TensorInfo(v.shape, np.int64)))]))
     x = RNG.normal(size=(4, 3))
 
     def fn(x):

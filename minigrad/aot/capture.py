@@ -410,7 +410,7 @@ def _rmsnorm(node, v, inputs):
 
 
 def _fused_residual_rmsnorm(node, v, inputs):
-    residual_out = linked_output(node, "residual_out") or ("residual_out", TensorInfo(v.shape, v.dtype))
+    residual_out = linked_output(node, "residual_out", ("residual_out", TensorInfo(v.shape, v.dtype)))
     return "fused_residual_rmsnorm", {"eps": node.eps}, [
         residual_out, v, ("rstd", TensorInfo(v.shape[:-1], v.dtype))]
 

@@ -5,12 +5,8 @@ from __future__ import annotations
 import numpy as np
 
 from .. import kernels
-from ..errors import DtypeError, MinigradError
+from ..errors import DtypeError
 from ..function import Function, register
-
-
-class DomainError(MinigradError, ValueError):
-    """An op met a value outside its domain (a constant base <= 0 of base ** x)."""
 
 
 @register("add")
@@ -107,21 +103,6 @@ class Pow(Function):
         (a,) = ctx.saved_tensors
         return kernels.pow_backward(a, ctx.exponent, grad_output,
                                     out=ctx.arena and ctx.buffer(grad_output, a))
-
-    @staticmethod
-    def check_base(base, exponent) -> float:
-        """base ** x for a constant base is exp(x ln base): defined for base > 0 only."""
-        if isinstance(base, bool) or not isinstance(base, (int, float, np.integer, np.floating)):
-            raise DtypeError(f"pow: base {type(base).__name__} ** Variable of shape "
-                             f"{exponent.shape}. Rule: a constant base must be a number. Fix: a "
-                             f"Python or numpy number, or a Variable base (a ** b).")
-        if not base > 0:
-            raise DomainError(f"pow: base {base!r} ** Variable of shape {exponent.shape}. Rule: "
-                              f"c ** x is differentiated as exp(x * ln c), defined for c > 0 only "
-                              f"(ln 0 and ln of a negative number do not exist). Fix: use a "
-                              f"positive base, or write the function another way (0 ** x is "
-                              f"0 for x > 0: a constant).")
-        return float(base)
 
 
 def _check_exponent(a: np.ndarray, exponent):

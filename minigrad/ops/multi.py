@@ -53,7 +53,11 @@ def primary_of(v: Variable):
     return found[0](), found[1]
 
 
-def linked_output(node, label: str):
-    """The live secondary Variable of node under label, or None (never linked, or collected)."""
+def linked_output(node, label: str, default=None):
+    """The live secondary Variable of node under label, or default (never linked, or collected).
+
+    (A default argument, not `linked_output(...) or default`: a Variable of several elements has
+    no truth value, as in numpy.)"""
     ref = getattr(node, "linked_outputs", {}).get(label)
-    return ref() if ref is not None else None
+    found = ref() if ref is not None else None
+    return default if found is None else found

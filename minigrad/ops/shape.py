@@ -126,11 +126,15 @@ class GetItem(Function):
 
 
 def _plain_index(index):
-    """Variables used as indices stand for their (integer) data."""
+    """The index as backward will use it: Variables stand for their (integer) data, and arrays
+    and lists are copied, so changing the caller's index after forward cannot move the
+    gradient."""
     if isinstance(index, tuple):
         return tuple(_plain_index(i) for i in index)
     data = getattr(index, "data", None)
-    return data if isinstance(data, np.ndarray) else index
+    if isinstance(data, np.ndarray):
+        index = data
+    return np.array(index) if isinstance(index, (np.ndarray, list)) else index
 
 
 def reshape(a, shape):

@@ -1,0 +1,414 @@
+"""The eager engine under misuse: what backward reads is what forward saw, memory that goes stale
+says so, and numpy's protocols are answered or refused with a clear error (issue 24)."""
+import contextlib
+import gc
+import sys
+import threading
+
+import numpy as np
+import pytest
+
+import minigrad as mg
+from minigrad import errors
+from minigrad.arena import BUFFER_OWNERS, ScopeError, StaleVariableError, is_allocator_buffer
+
+
+@contextlib.contextmanager
+def thread_switches_often():
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        yield
+    finally:
+        sys.setswitchinterval(interval)
+
+
+def param(values, **kwargs):
+    return mg.create_leaf(np.array(values, dtype=np.float64), requires_grad=True, **kwargs)
+
+
+def guard_of(output):
+    """The saved-array guard of the node that made output (None when nothing is guarded)."""
+    return output.grad_fn._locked
+
+
+# --- saved arrays that a user can reach through other arrays (item 2) ---------------------------
+
+def _base_write(X, view):
+    X[0, 0] = 100.0
+
+
+def _other_view_write(X, view):
+    other = X[0:2]
+    other[0, 0] = 100.0
+
+
+def _own_view_write(X, view):
+    view[0, 0] = 100.0   # the view itself is not locked (its owner X is)
+
+
+@pytest.mark.parametrize("write", [_base_write, _other_view_write, _own_view_write],
+                         ids=["base", "other-view", "the-view"])
+def test_saved_view_changed_through_shared_memory_is_refused_at_backward(write):
+    X = np.arange(32.0).reshape(8, 4)                 # itself a view of an arange
+    batch = X[0:4]
+    W = param(np.ones((4, 2)), name="W")
+    x = mg.create_leaf(batch, copy=False, name="batch")
+    loss = (x @ W).sum()
+    try:
+        write(X, batch)
+    except ValueError:                                 # refused at the write: also fine
+        loss.backward()
+        return
+    with pytest.raises(errors.InplaceError) as excinfo:
+        loss.backward()
+    text = str(excinfo.value)
+    assert "matmul" in text and "'batch'" in text and "(4, 4)" in text and "Fix" in text
+
+
+def test_arange_reshape_leaf_written_after_forward_is_refused_at_backward():
+    a = np.arange(6.0).reshape(2, 3)
+    x = mg.create_leaf(a, copy=False, name="a")
+    w = param([1.0, 2.0, 3.0], name="w")
+    loss = (x * w).sum()
+    a[1, 2] = -50.0
+    with pytest.raises(errors.InplaceError, match=r"mul.*'a'"):
+        loss.backward()
+
+
+def test_parameter_data_replaced_by_a_view_is_guarded():
+    buf = np.array([1.0, 2.0, 3.0, 4.0])
+    alias = buf[0:2]
+    w = param([0.0, 0.0, 0.0], name="w")
+    w.data = buf[:3]
+    x = mg.create_leaf(np.array([5.0, 6.0, 7.0]), requires_grad=True)
+    loss = (x * w).sum()
+    with pytest.raises(ValueError):                    # buf owns the memory: locked
+        buf[0] = 9.0
+    alias[0] = 9.0                                     # a view made before the lock
+    with pytest.raises(errors.InplaceError, match=r"mul.*'w'"):
+        loss.backward()
+
+
+def test_view_of_a_parameter_made_before_forward_cannot_change_what_backward_reads():
+    w = param([1.0, 2.0, 3.0], name="w")
+    row = w.data[0:2]                                  # writable, made before the lock
+    x = param([4.0, 5.0, 6.0], name="x")
+    loss = (x * w).sum()
+    row[0] = 10.0
+    with pytest.raises(errors.InplaceError, match="'w'"):
+        loss.backward()
+
+
+def test_view_of_an_arena_parameter_made_before_forward_is_guarded():
+    perm = mg.Arena("perm-view", 1 << 14)
+    w = param([1.0, 2.0, 3.0], name="w", arena=perm)
+    alias = w.data[:]                                  # shares arena memory, not the Variable
+    x = param([4.0, 5.0, 6.0], name="x")
+    loss = (x * w).sum()
+    with pytest.raises(ValueError):                    # the parameter itself is locked
+        w.data[0] = 7.0
+    alias[0] = 7.0
+    with pytest.raises(errors.InplaceError, match="'w'"):
+        loss.backward()
+
+
+def test_unaliased_parameter_is_locked_without_a_copy():
+    # The cost rule: a parameter nothing else refers to needs no snapshot (x * x included).
+    w = param([1.0, 2.0, 3.0], name="w")
+    y = w * w
+    loss = (y * mg.create_leaf(np.ones(3))).sum()
+    assert guard_of(y) is not None and guard_of(y).snapshots == ()
+    with pytest.raises(ValueError):
+        w.data[0] = 5.0
+    loss.backward()
+    np.testing.assert_allclose(w.grad, [2.0, 4.0, 6.0])
+    w.data[0] = 5.0                                    # consumed: writable again
+
+
+def test_batch_held_by_name_gets_a_snapshot_and_is_writable_after_backward():
+    batch = np.ones((3, 2))
+    W = param(np.ones((2, 1)))
+    out = mg.create_leaf(batch, copy=False) @ W
+    assert len(guard_of(out).snapshots) == 1
+    out.sum().backward()
+    batch[0, 0] = 5.0
+    np.testing.assert_allclose(W.grad, [[3.0], [3.0]])
+
+
+@pytest.mark.parametrize("where", ["pool", "arena"])
+def test_saved_view_guard_holds_inside_allocator_scopes(where):
+    allocator = mg.Pool("guard-pool") if where == "pool" else mg.Arena("guard-arena", 1 << 16)
+    X = np.arange(12.0).reshape(3, 4)
+    W = param(np.ones((4, 2)), name="W")
+    with allocator.scope():
+        x = mg.create_leaf(X[0:2], copy=False, name="rows")
+        loss = ((x @ W).tanh()).sum()
+        X.reshape(-1)[0] = 1.0                         # through a view of the base
+        with pytest.raises(errors.InplaceError, match="'rows'"):
+            loss.backward()
+
+
+@pytest.mark.parametrize("stepping", [False, True])
+def test_checkpoint_input_changed_after_forward_is_refused_before_the_recompute(stepping):
+    X = np.arange(8.0).reshape(2, 4)
+    W = param(np.ones((4, 4)) * 0.1, name="W")
+    x = mg.create_leaf(X[0:1], copy=False, name="x")
+    h = mg.checkpoint(lambda a, w: (a @ w).tanh(), x, W)
+    loss = h.sum()
+    X[0, 1] = 50.0
+    with pytest.raises(errors.InplaceError, match=r"checkpoint.*'x'"):
+        if stepping:
+            for _ in mg.backward_steps(loss):
+                pass
+        else:
+            loss.backward()
+
+
+# --- arrays whose .base is not an ndarray (crash before) ----------------------------------------
+
+def _constants(tmp_path):
+    base = np.arange(6.0)
+    mm = np.memmap(tmp_path / "c.dat", dtype=np.float64, mode="w+", shape=(4,))
+    mm[:] = [1.0, 2.0, 3.0, 4.0]
+    return {
+        "sliding_window_view": np.lib.stride_tricks.sliding_window_view(base, 4)[1],
+        "as_strided": np.lib.stride_tricks.as_strided(base, shape=(4,), strides=(8,)),
+        "frombuffer-bytes": np.frombuffer(np.array([1.0, 2.0, 3.0, 4.0]).tobytes()),
+        "frombuffer-bytearray": np.frombuffer(bytearray(np.array([1.0, 2.0, 3.0, 4.0]).tobytes())),
+        "memmap": mm,
+    }
+
+
+@pytest.mark.parametrize("kind", ["sliding_window_view", "as_strided", "frombuffer-bytes",
+                                  "frombuffer-bytearray", "memmap"])
+def test_constant_with_a_non_ndarray_base_is_saved_and_guarded(kind, tmp_path):
+    const = _constants(tmp_path)[kind]
+    expected = np.array(const, dtype=np.float64)
+    w = param([1.0, 1.0, 1.0, 1.0], name="w")
+    (w * const).sum().backward()
+    np.testing.assert_allclose(w.grad, expected)
+    if const.flags.writeable:                          # writable memory: a later write is caught
+        w.zero_grad()
+        loss = (w * const).sum()
+        const[0] = 99.0
+        with pytest.raises(errors.InplaceError):
+            loss.backward()
+
+
+def test_threads_sharing_one_copy_false_array_keep_the_lock_table_consistent():
+    shared = np.linspace(-1.0, 1.0, 64).reshape(16, 4)
+    failures = []
+
+    def train(seed):
+        try:
+            W = mg.create_leaf(np.random.default_rng(seed).standard_normal((4, 3)),
+                               requires_grad=True)
+            for _ in range(200):
+                W.zero_grad()
+                (mg.create_leaf(shared, copy=False) @ W).sum().backward()
+                np.testing.assert_allclose(W.grad, np.repeat(shared.sum(0)[:, None], 3, 1))
+        except Exception as exc:   # noqa: BLE001  (reported below, with its type)
+            failures.append(exc)
+
+    with thread_switches_often():
+        threads = [threading.Thread(target=train, args=(s,)) for s in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    assert failures == []
+    assert shared.flags.writeable                      # every lock was given back
+
+
+# --- Variables that share an allocator's memory go stale with it (item 3) ------------------------
+
+@pytest.mark.parametrize("make", ["detach", "create_leaf"])
+@pytest.mark.parametrize("where", ["arena", "pool"])
+def test_shared_variable_of_allocator_memory_goes_stale_with_its_scope(make, where):
+    allocator = mg.Arena("stale-share", 1 << 14) if where == "arena" else mg.Pool("stale-share")
+    w = param([1.0, 2.0, 3.0])
+    with allocator.scope():
+        h = w * 2.0
+        kept = h.detach() if make == "detach" else mg.create_leaf(h, copy=False)
+    with allocator.scope():
+        (w * 7.0) + 1.0                                # the memory is reused
+        with pytest.raises(StaleVariableError):
+            kept.data
+        with pytest.raises(StaleVariableError):
+            kept + 1.0
+
+
+# --- the index of x[index] is copied (item 4) --------------------------------------------------
+
+@pytest.mark.parametrize("kind", ["array", "list", "variable"])
+def test_index_changed_after_forward_does_not_move_the_gradient(kind):
+    x = param([1.0, 2.0, 3.0, 4.0])
+    raw = np.array([0, 2, 2])
+    index = {"array": raw, "list": [0, 2, 2], "variable": mg.create_leaf(raw, copy=False)}[kind]
+    loss = (x[index] * mg.create_leaf(np.array([1.0, 10.0, 100.0]))).sum()
+    if kind == "list":
+        index[0] = 3
+    else:
+        raw[0] = 3
+    loss.backward()
+    np.testing.assert_allclose(x.grad, [1.0, 0.0, 110.0, 0.0])
+
+
+# --- the allocator buffer registry forgets dead arenas (item 6) --------------------------------
+
+def test_buffer_registry_forgets_a_dead_arena_and_its_id_is_a_user_array_again():
+    arena = mg.Arena("short-lived", 1 << 12)
+    raw = arena._chunks[0].base
+    dead = id(raw)
+    assert is_allocator_buffer(raw)
+    del arena, raw
+    gc.collect()
+    assert dead not in BUFFER_OWNERS
+    # Try to get a user array at the dead id; where CPython reuses it, it must be guarded.
+    for _ in range(2000):
+        X = np.arange(8.0).reshape(2, 4).base
+        if id(X) == dead:
+            assert not is_allocator_buffer(X)
+            x = mg.create_leaf(X[0:4], copy=False, name="reused")
+            loss = (x * param([1.0, 1.0, 1.0, 1.0])).sum()
+            with pytest.raises(ValueError):            # the user's owner array is locked
+                X[0] = 5.0
+            loss.backward()
+            break
+
+
+# --- w.data = and w.grad = (items 7, 8 and the unclear .grad = 0.0) ----------------------------
+
+@pytest.mark.parametrize("where", ["heap", "perm-arena"])
+def test_data_of_another_shape_starts_a_new_gradient(where):
+    w = param([1.0, 2.0], arena=mg.Arena("perm-shape", 1 << 12) if where == "perm-arena" else None)
+    (w * 3.0).sum().backward()
+    w.data = np.array([1.0, 2.0, 3.0])
+    assert w.grad is None
+    (w * 2.0).sum().backward()
+    np.testing.assert_allclose(w.grad, [2.0, 2.0, 2.0])
+    w.zero_grad()
+    (w * 5.0).sum().backward()
+    np.testing.assert_allclose(w.grad, [5.0, 5.0, 5.0])
+
+
+def test_data_of_another_shape_is_refused_while_a_graph_saved_the_old_one():
+    w = param(np.ones((2, 3)), name="w")
+    loss = (w * mg.create_leaf(np.arange(6.0).reshape(2, 3))).sum()
+    with pytest.raises(errors.InplaceError, match=r"\(3,\).*'w'.*backward"):
+        w.data = np.ones(3)
+    loss.backward()                                    # the graph is consumed: now it may
+    w.data = np.ones(3)
+    assert w.shape == (3,) and w.grad is None
+
+
+def test_data_of_the_same_shape_keeps_the_gradient_buffer():
+    w = param([1.0, 2.0])
+    (w * 3.0).sum().backward()
+    buffer = w.grad
+    w.data = np.array([4.0, 5.0])
+    w.zero_grad()
+    (w * 2.0).sum().backward()
+    assert w.grad is buffer                            # zero_grad's promise: no new array
+
+
+@pytest.mark.parametrize("where", ["heap", "perm-arena"])
+def test_grad_set_to_none_never_writes_into_an_array_taken_before(where):
+    w = param([1.0, 2.0], arena=mg.Arena("perm-none", 1 << 12) if where == "perm-arena" else None)
+    (w * 3.0).sum().backward()
+    kept = w.grad
+    w.grad = None
+    (w * 5.0).sum().backward()
+    np.testing.assert_allclose(kept, [3.0, 3.0])
+    np.testing.assert_allclose(w.grad, [5.0, 5.0])
+
+
+def test_grad_assigned_is_copied_so_backward_does_not_write_into_the_users_array():
+    w = param([1.0, 2.0])
+    mine = np.array([1.0, 1.0])
+    w.grad = mine
+    (w * 3.0).sum().backward()
+    np.testing.assert_allclose(w.grad, [4.0, 4.0])
+    np.testing.assert_allclose(mine, [1.0, 1.0])
+
+
+@pytest.mark.parametrize("value, error", [(0.0, errors.ShapeError), (np.ones(3), errors.ShapeError),
+                                          ("abc", errors.DtypeError)])
+def test_grad_must_have_the_data_shape(value, error):
+    w = param([1.0, 2.0], name="w")
+    with pytest.raises(error) as excinfo:
+        w.grad = value
+    assert ".grad" in str(excinfo.value) and "'w'" in str(excinfo.value)
+    assert w.grad is None
+
+
+# --- truth values (item 10) --------------------------------------------------------------------
+
+def test_truth_value_follows_numpy():
+    assert not mg.create_leaf(np.array([0.0]))
+    assert mg.create_leaf(np.array([2.0]))
+    assert not mg.create_leaf(np.array(0.0))
+    with pytest.raises(errors.ShapeError, match="ambiguous"):
+        bool(mg.create_leaf(np.array([1.0, 2.0])))
+    with pytest.raises(ValueError):
+        bool(mg.create_leaf(np.zeros((0,))))
+
+
+# --- numpy's protocols ------------------------------------------------------------------------
+
+def test_ndarray_power_variable_is_differentiable():
+    base = np.array([2.0, 3.0])
+    x = param([1.5, 0.5])
+    y = base ** x
+    np.testing.assert_allclose(y.data, base ** np.array([1.5, 0.5]))
+    y.sum().backward()
+    np.testing.assert_allclose(x.grad, np.log(base) * base ** np.array([1.5, 0.5]))
+
+
+@pytest.mark.parametrize("base", [0.0, -2.0, np.array([2.0, -1.0])])
+def test_non_positive_base_of_a_variable_power_names_the_rule(base):
+    x = param([1.0, 2.0])
+    with pytest.raises(errors.DomainError) as excinfo:
+        base ** x
+    assert "pow" in str(excinfo.value) and "base > 0" in str(excinfo.value)
+
+
+def test_numpy_array_protocol_is_refused_pointing_at_data_and_numpy():
+    x = param([1.0, 2.0])
+    for convert in (np.asarray, np.array, np.exp, lambda v: np.concatenate([v, v])):
+        with pytest.raises(errors.ConversionError) as excinfo:
+            convert(x)
+        assert ".data" in str(excinfo.value) and ".numpy()" in str(excinfo.value)
+    with pytest.raises(TypeError):
+        np.ones(2) < x
+
+
+def test_ndarray_operators_with_a_variable_still_build_the_graph():
+    a = np.array([1.0, 2.0])
+    x = param([3.0, 4.0])
+    loss = (a + x) * (a - x) / (a * 2.0)
+    loss.sum().backward()
+    np.testing.assert_allclose(x.grad, -2.0 * np.array([3.0, 4.0]) / (a * 2.0))
+    m = np.array([[1.0, 2.0], [3.0, 4.0]])
+    v = param([[1.0], [1.0]])
+    (m @ v).sum().backward()
+    np.testing.assert_allclose(v.grad, m.sum(0)[:, None])
+
+
+# --- scopes end innermost first ----------------------------------------------------------------
+
+def test_scopes_exited_out_of_order_raise_and_leave_the_thread_consistent():
+    outer_arena, inner_arena = mg.Arena("outer", 1 << 12), mg.Arena("inner", 1 << 12)
+    outer, inner = outer_arena.scope(), inner_arena.scope()
+    outer.__enter__()
+    inner.__enter__()
+    with pytest.raises(ScopeError) as excinfo:
+        outer.__exit__(None, None, None)
+    assert "'outer'" in str(excinfo.value) and "'inner'" in str(excinfo.value)
+    assert mg.arena.current_allocator() is inner_arena
+    inner.__exit__(None, None, None)
+    outer.__exit__(None, None, None)
+    assert mg.arena.current_allocator() is None
+    with pytest.raises(ScopeError, match="not open"):
+        outer.__exit__(None, None, None)
