@@ -282,9 +282,9 @@ def _leaf(values, requires_grad=False):
 
 ERRORS = [
     ("constant_base_of_pow_must_be_positive_zero", lambda: 0 ** _leaf([1.0, 2.0], True),
-     ValueError, r"pow: base 0 \*\* Variable of shape \(2,\)\. Rule: .*c > 0.*Fix"),
+     ValueError, r"pow: base \*\* .*shape \(2,\).*values \[0\.\].*only for base > 0.*Fix"),
     ("constant_base_of_pow_must_be_positive_negative", lambda: (-2) ** _leaf([1.0], True),
-     ValueError, r"pow: base -2 \*\* Variable of shape \(1,\)\. Rule: .*c > 0.*Fix"),
+     ValueError, r"pow: base \*\* .*shape \(1,\).*values \[-2\.\].*only for base > 0.*Fix"),
     ("integer_array_takes_no_negative_integer_power", lambda: _leaf([1, 2]) ** -1,
      TypeError, r"pow: an integer array of dtype int64 \(shape \(2,\)\) \*\* -1\. Rule: integers "
                 r"have no negative integer powers.*Fix: x.astype\(np.float64\) \*\* -1"),
