@@ -133,8 +133,8 @@ class Variable:
     def detach(self) -> "Variable":
         """The same data as a leaf that does not require grad (shares memory)."""
         out = Variable(self.data, False, None, self.name)   # .data is read-only for op outputs
-        if modes.capture is not None:   # an aot capture is recording: out is a stop gradient there
-            modes.capture.detached(self, out)
+        if modes.capture is not None:   # an aot capture is recording: a stop-gradient node there
+            out = modes.capture.detached(self, out)
         return out
 
     def item(self) -> float:
