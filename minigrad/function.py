@@ -171,6 +171,22 @@ class Function:
         return f"<{self.name} node, {state}>"
 
 
+def graph_root(cls, value: Variable, **ctx) -> Variable:
+    """cls's forward of value as a node with no inputs whose output requires grad: a graph
+    that starts at a value instead of at a leaf (StopGradient). ctx: attributes of the node."""
+    node = cls()
+    node.inputs, node.saved_tensors, node.grad_output = (), (), None
+    node.arena, node._last_buffer, node._block, node._locked = None, None, None, None
+    node.pending_count, node.released, node.seq = 0, False, next(_creation_counter)
+    node.__dict__.update(ctx)
+    if modes.anomaly:
+        node.created_at = creation_site()
+    output = Variable(cls.forward(node, value.data), True, node, value.name, value._block)
+    if modes.recorder is not None:
+        modes.recorder.on_op(node, output)
+    return output
+
+
 class AccumulateGrad:
     """The node PyTorch puts at a leaf that requires grad: backward ends here, in `.grad`."""
 

@@ -149,8 +149,8 @@ class Variable:
         """The same data as a leaf that does not require grad (shares memory, and so goes stale
         with it when it lives on an arena or pool)."""
         out = Variable(self.data, False, None, self.name, self._block)   # (read-only: op output)
-        if modes.capture is not None:   # an aot capture is recording: out is a stop gradient there
-            modes.capture.detached(self, out)
+        if modes.capture is not None:   # an aot capture is recording: a stop-gradient node there
+            out = modes.capture.detached(self, out)
         return out
 
     def item(self) -> float:

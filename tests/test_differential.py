@@ -80,6 +80,12 @@ KNOWN_FINITE = [
             Step("mul", (1, 2), {})),
     written("finite", Leaf(ROW, True), Step("no_grad", (0,), {}), Leaf(ROW[::-1].copy(), True),
             Step("mul", (1, 2), {})),
+    # a 0-d leaf and its detach(), the loss over both: aot froze the detached term (the ops
+    # after detach() read no value that requires grad, so they built no graph)
+    written("finite", Leaf(np.array(0.75), True), Step("detach", (0,), {}), Step("exp", (1,), {}),
+            Step("add", (0, 2), {})),
+    written("finite", Leaf(np.array(0.75), False), Leaf(ROW, True), Step("detach", (0,), {}),
+            Step("exp", (2,), {}), Step("mul", (1, 3), {})),
 ]
 KNOWN_EDGE = [
     written("edge", Leaf(np.array([0.0, -0.0, np.inf, np.nan]), True), Step("pow", (0,), {"p": 0})),

@@ -10,10 +10,12 @@ What the graph walk cannot see, capture decides explicitly (never a silently sta
 * a numpy array or leaf fn uses as a constant is copied at capture, read-only: changing the
   array afterwards does not change the plan (pass it as an input or a parameter to vary it);
 * x.detach() inside fn, and the .data of a traced tensor used as a constant, become
-  stop_gradient(x): the live value on every run, with no gradient through it;
+  stop_gradient(x): the live value on every run, with no gradient through it; every op after
+  a detach() is recorded too (a float detach() result is the output of a StopGradient node
+  that requires grad while capture records, so the ops that read it build a graph);
 * no_grad() inside fn is refused (its results would be frozen constants);
-  (how capture knows: while fn runs, modes.capture is its Recording, which detach() tells of
-  each result and no_grad() asks first);
+  (how capture knows: while fn runs, modes.capture is its Recording, which detach() asks for
+  its result and no_grad() asks first);
 * names: inputs and parameters each need their own name, none starting with "saved." or
   "recomputed."; the output names must be free (derive refuses a tensor named like another's
   gradient, "d_" + name). Clashes are refused, naming both, never renamed behind your back.
@@ -28,7 +30,7 @@ import numpy as np
 
 from ..errors import MinigradError
 from ..modes import is_grad_enabled, modes
-from ..variable import Variable, create_leaf
+from ..variable import OPS, Variable, create_leaf
 from ..ops.multi import linked_output, primary_of
 from .derive import INDEX_NAME
 from .ir import Graph, Operation, TensorInfo
@@ -60,7 +62,6 @@ def capture(fn, *example_inputs, params=None, input_names=None, output_names=Non
     with Recording() as recording:
         result = fn(*leaves)
     recording.refuse_a_caught_no_grad()
-    detached = recording.sources
     outputs = list(result) if isinstance(result, (tuple, list)) else [result]
     output_names = _output_names(outputs, output_names, [*given, *param_vars])
     graph = Graph(inputs=list(given), params=list(param_vars), no_grad=no_grad)
@@ -72,8 +73,8 @@ def capture(fn, *example_inputs, params=None, input_names=None, output_names=Non
     for v in leaves + list(param_vars.values()):
         graph.shape_env[names[id(v)]] = TensorInfo(v.shape, v.dtype)
     owners = {_memory(v._data): names[id(v)] for v in leaves + list(param_vars.values())}
-    for v in _topological(outputs, detached):
-        _record(graph, v, names, detached, owners)
+    for v in _topological(outputs):
+        _record(graph, v, names, owners)
     graph.outputs = [names[id(v)] for v in outputs]
     return graph
 
@@ -82,14 +83,13 @@ class Recording:
     """What fn does that its graph cannot show, told by the engine while fn runs on this thread.
 
     A detached value and a value computed under no_grad() are both leaves of fn's graph: the
-    walk would take them for constants and freeze their capture-time data. So, while capture
-    runs fn, modes.capture is this object: Variable.detach() tells it each result and its source
-    (capture writes a stop gradient of the live value), and no_grad() asks it first (refused).
+    walk would take them, and every op computed from them and constants only (those build no
+    graph), for constants and freeze their capture-time data. So, while capture runs fn,
+    modes.capture is this object: Variable.detach() asks it for its result (a StopGradient
+    node's output, recorded like any op), and no_grad() asks it first (refused).
     """
 
     def __init__(self):
-        self.sources: dict = {}       # id(detach() result) -> the Variable it was detached from
-        self._kept: list = []         # those results, kept alive so that their ids stay theirs
         self.no_grad_at: str | None = None
         self._previous = None
 
@@ -100,9 +100,14 @@ class Recording:
     def __exit__(self, *exc) -> None:
         modes.capture = self._previous
 
-    def detached(self, source: Variable, out: Variable) -> None:
-        self.sources[id(out)] = source
-        self._kept.append(out)
+    def detached(self, source: Variable, out: Variable) -> Variable:
+        """What source.detach() returns while fn runs: for floats, the output of a StopGradient
+        node, which requires grad so that the ops reading it are recorded (the eager graph is
+        still cut: source is no parent of it); out, the plain leaf, for integers (which never
+        require grad: an op with a traced float operand reads it by memory, see _name_leaf)."""
+        if out.dtype.kind != "f":
+            return out
+        return OPS["stop_gradient"].apply(source)
 
     def entered_no_grad(self) -> None:
         self.no_grad_at = self.no_grad_at or _with_line(sys._getframe(1))
@@ -210,50 +215,46 @@ def _output_names(outputs: list, given, taken: list) -> list:
     return given
 
 
-def _topological(outputs: list, detached: dict) -> list:
+def _topological(outputs: list) -> list:
     """Non-leaf Variables, each after the Variables it reads (iterative post-order walk).
     A secondary output of a multi-output op (ops/multi.py) comes after its op's main output;
-    a detached value (detached: id -> source) comes after its source."""
+    a detached value comes after its source."""
     order, done, stack = [], set(), [(v, False) for v in outputs]
     while stack:
         v, expanded = stack.pop()
         link = primary_of(v)
-        if id(v) in done or (v.grad_fn is None and link is None and id(v) not in detached):
+        if id(v) in done or (v.grad_fn is None and link is None):
             continue
         if expanded:
             done.add(id(v))
             order.append(v)
             continue
         stack.append((v, True))
-        stack.extend((p, False) for p in reversed(_reads(v, link, detached)))
+        stack.extend((p, False) for p in reversed(_reads(v, link)))
     return order
 
 
-def _reads(v: Variable, link, detached: dict) -> list:
+def _reads(v: Variable, link) -> list:
     """What v depends on: its parents, minus its op's own linked outputs, plus its op's main
-    output; for a detached value, the Variable it was detached from."""
-    if v.grad_fn is None and id(v) in detached:
-        return [detached[id(v)]]
+    output; for a detached value, the Variable it was detached from (no parent: the eager
+    graph is cut there)."""
+    if v.grad_fn is not None and v.grad_fn.name == "stop_gradient":
+        return [v.grad_fn.source]
     parents = [p for p in v.parents if (primary_of(p) or (None,))[0] is not v]
     return parents + [link[0]] if link is not None else parents
 
 
-def _record(graph: Graph, v: Variable, names: dict, detached: dict, owners: dict) -> None:
+def _record(graph: Graph, v: Variable, names: dict, owners: dict) -> None:
     """Append v's operation; owners: memory -> name of each traced tensor so far."""
     if primary_of(v) is not None:   # written by the record of its op's main output (named there)
         return
-    inputs = _reads(v, None, detached)
+    inputs = _reads(v, None)
     for x in inputs:
         if id(x) not in names:
             _name_leaf(graph, x, names, owners)
-    if v.grad_fn is None:            # a detached value: the live value, with no gradient through
-        source = names[id(inputs[0])]
-        if id(v) not in names and (not v.name or v.name == inputs[0].name):
-            names[id(v)] = _free_name(None, f"{source}.detached", graph)
-        _append(graph, v, names, "stop_gradient", {}, inputs, [v], None)
-        owners.setdefault(_memory(v._data), names[id(v)])
-        return
     node = v.grad_fn
+    if node.name == "stop_gradient" and id(v) not in names and v.name == inputs[0].name:
+        names[id(v)] = _free_name(None, f"{names[id(inputs[0])]}.detached", graph)
     translate = CAPTURED.get(node.name)
     if translate is None:
         raise CaptureError(f"capture: the eager op '{node.name}' has no ahead-of-time form. "
@@ -393,6 +394,7 @@ CAPTURED = {
     "softmax": _along_axis("softmax"), "log_softmax": _along_axis("log_softmax"),
     "cross_entropy": _same("cross_entropy"), "mse": _same("mse"),
     "broadcast_to": lambda node, v, inputs: ("broadcast_to", {"shape": tuple(v.shape)}),
+    "stop_gradient": _same("stop_gradient"),   # x.detach() (Recording.detached)
 }
 CAPTURED.update({name: _same(name) for name in (   # mixture of experts (single-output ops)
     "moe_softmax", "moe_sigmoid", "moe_unpermute", "moe_grouped_gemm_gate_up",

@@ -116,6 +116,8 @@ def propagate_needs_grad(forward: Graph, opts, producer: dict, log: list) -> set
     """Step 2: from the loss back (work queue), intersected with what depends on a source."""
     stopped = set(opts.stop_gradients) | set(forward.no_grad) | set(forward.constants) | \
         detached_tensors(forward)
+    if opts.loss_name in stopped:
+        raise _stopped_loss(forward, opts)
     diff = {t for t in producer if is_differentiable(forward, t, stopped)}
     reaches_loss, queue = {opts.loss_name} & diff, [opts.loss_name]
     while queue:
@@ -136,6 +138,18 @@ def propagate_needs_grad(forward: Graph, opts, producer: dict, log: list) -> set
                               f"for {', '.join(skipped) or 'none'} (integer, index, stopped or "
                               f"constant)", tensors=sorted(needs)))
     return needs
+
+
+def _stopped_loss(forward: Graph, opts) -> DeriveError:
+    """A loss that stops the gradient itself: like eager's backward() on a value that does not
+    require grad, refused (the walk back from it would start at a tensor with no gradient)."""
+    loss = opts.loss_name
+    what = "a detached value (stop_gradient: loss.detach() in the captured function)" \
+        if loss in detached_tensors(forward) else "a constant, a data input or in stop_gradients"
+    return DeriveError(f"loss '{loss}' is {what}, so no gradient flows back from it. Rule: "
+                       f"backward starts from a loss computed with gradients (eager refuses "
+                       f"backward() on it too). Fix: return the loss itself, not loss.detach(), "
+                       f"or derive from another output (DeriveBackwardOptions(loss_name=...)).")
 
 
 def process_in_reverse(forward: Graph, opts, needs: set, rules, log: list) -> Graph:

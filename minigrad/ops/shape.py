@@ -5,7 +5,7 @@ import numpy as np
 
 from .. import kernels
 from ..errors import ShapeError
-from ..function import Function, register
+from ..function import Function, graph_root, register
 
 
 @register("reshape")
@@ -67,6 +67,27 @@ class BroadcastTo(Function):
     @staticmethod
     def backward(ctx, grad_output):
         return grad_output   # in the output's shape; the reduction is accumulate_grad's job
+
+
+@register("stop_gradient")
+class StopGradient(Function):
+    """z = a, with no gradient back to a: x.detach() while aot.capture records fn."""
+    grad_text = ()
+
+    @staticmethod
+    def forward(ctx, a):
+        return a
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        return ()   # no inputs: the graph starts here, as it does at a detach() leaf
+
+    @classmethod
+    def apply(cls, source):
+        """A new root of the graph that requires grad, so that the ops after it are recorded
+        (eager records only ops on values that require grad) and capture can see them; source
+        is not a parent (no gradient flows back), only kept as node.source for capture."""
+        return graph_root(cls, source, source=source)
 
 
 @register("concat")
