@@ -296,10 +296,13 @@ def fingerprint(out: np.ndarray) -> tuple:
     x = np.asarray(out, dtype=np.float64).reshape(-1)
     finite = np.isfinite(x)
     values = np.where(finite, x, 0.0)
+    # scaled by a power of two (exact) so that the sums cannot overflow near float64's maximum
+    exponent = int(np.frexp(np.abs(values).max(initial=0.0))[1])
+    values = np.ldexp(values, -exponent)
     weights = _weights(x.size)
-    projections = weights @ values
-    scale = np.abs(weights) @ np.abs(values)
-    return out.shape, out.dtype.str, np.flatnonzero(~finite).tobytes(), projections, scale
+    projections, scale = weights @ values, np.abs(weights) @ np.abs(values)
+    return (out.shape, out.dtype.str, np.flatnonzero(~finite).tobytes(), exponent, projections,
+            scale)
 
 
 def _weights(n: int, cache: dict = {}) -> np.ndarray:   # noqa: B006 (a cache on purpose)
@@ -314,9 +317,11 @@ def _same_output(now: tuple, then: tuple) -> bool:
     """The tolerance: 64 ulps of the output's dtype, relative to the projections' own scale."""
     if now[:3] != then[:3]:
         return False
+    top = max(now[3], then[3])   # (both on the larger one's scale: no overflow)
+    p_now, s_now = np.ldexp(now[4], now[3] - top), np.ldexp(now[5], now[3] - top)
+    p_then, s_then = np.ldexp(then[4], then[3] - top), np.ldexp(then[5], then[3] - top)
     eps = np.finfo(np.dtype(then[1])).eps if np.dtype(then[1]).kind == "f" else 0.0
-    tolerance = 64 * eps * np.maximum(now[4], then[4])
-    return bool(np.all(np.abs(now[3] - then[3]) <= tolerance))
+    return bool(np.all(np.abs(p_now - p_then) <= 64 * eps * np.maximum(s_now, s_then)))
 
 
 def _output(y, fn) -> Variable:

@@ -181,7 +181,9 @@ def graph_root(cls, value: Variable, **ctx) -> Variable:
     node.__dict__.update(ctx)
     if modes.anomaly:
         node.created_at = creation_site()
-    output = Variable(cls.forward(node, value.data), True, node, value.name, value._block)
+    out = cls.forward(node, value.data)
+    node.exposes = exposes(out, (value,))   # (its output may be the value's own memory)
+    output = Variable(out, True, node, value.name, value._block)
     if modes.recorder is not None:
         modes.recorder.on_op(node, output)
     return output

@@ -244,8 +244,8 @@ def gelu(x: np.ndarray, out=None) -> np.ndarray:
     """0.5 x (1 + tanh(c (x + a x^3))), c = sqrt(2/pi), a = 0.044715 (tanh approximation)."""
     t = np.tanh(GELU_C * (x + GELU_A * x * x * x))
     y = np.add(1.0, t, out=out)
+    y *= 0.5   # (before x: 2x would overflow near float's largest values)
     y *= x
-    y *= 0.5
     return y
 
 

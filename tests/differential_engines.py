@@ -84,6 +84,13 @@ def checkpoint_segment(program, nodes, segment):
             return local[out]
         args = [nodes[i] for i in inputs]
         nodes[out] = mg.checkpoint(segment_fn, *args) if out in needs else segment_fn(*args)
+    # Steps whose result nothing reads still run, as in plain eager (a misuse among them raises).
+    used = set().union(*[computed_from(program, k) for k in inside if k in later])
+    if any(k not in used for k in inside):
+        local = dict(nodes)
+        for k in inside:
+            step = program.nodes[k]
+            local[k] = OPS[step.op].eager(*(local[i] for i in step.inputs), **step.attrs)
 
 
 def computed_from(program, out) -> set:
@@ -153,7 +160,10 @@ def run_scalar_tape(program, data, plain=False):
 
 
 TENSOR_TAPE_OPS = {"sigmoid": tape_sigmoid}
-COMPOSITE_ON_TAPES = {"sigmoid", "silu", "softmax", "log_softmax", "cross_entropy", "rmsnorm"}
+# (matmul too: the scalar tape sums its products left to right, while BLAS may order, block or
+# fuse them, so inf - inf meets in one and not in the other: no nan/inf rule to agree on)
+COMPOSITE_ON_TAPES = {"sigmoid", "silu", "softmax", "log_softmax", "cross_entropy", "rmsnorm",
+                      "matmul"}
 
 
 def record_on_tensor_tape(program, data):

@@ -402,7 +402,7 @@ def features(program) -> set:
 def drawn_features(mode: str) -> set:
     found = set()
 
-    @harness(100)
+    @harness(300)   # (drawing only, no engine runs: cheap; enough to meet every named case)
     @given(programs(mode))
     def collect(program):
         found.update(features(program))
