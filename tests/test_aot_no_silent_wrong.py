@@ -461,3 +461,18 @@ def test_no_grad_on_another_thread_during_a_capture_is_not_refused():
     executor = plan(fn, [W], np.ones(3))
     assert results == [False]
     assert_same_as_eager(fn, [W], executor, RNG.normal(size=3))
+
+def test_a_frozen_parameter_used_with_constants_only_follows_new_data():
+    """A parameter with requires_grad=False is read on every run (not frozen at capture), and gets
+    no gradient, as in eager."""
+    w = mg.create_leaf(np.ones(3), name="w")
+    x0 = np.arange(3.0)
+
+    def fn(x):
+        return (w * 3.0).sum() + (x * 2.0).sum()
+    forward = aot.capture(fn, mg.create_leaf(x0, name="x"), params=[w])
+    executor = aot.Executor(forward, aot.derive_backward_graph(forward), [w], x0)
+    assert float(executor.run(x0)) == pytest.approx(fn(mg.create_leaf(x0)).item())
+    w.data = np.full(3, 4.0)
+    assert float(executor.run(x0)) == pytest.approx(fn(mg.create_leaf(x0)).item()) == 42.0
+    assert "d_w" not in executor.grads() and not w.requires_grad and w.grad is None

@@ -59,8 +59,20 @@ def capture(fn, *example_inputs, params=None, input_names=None, output_names=Non
         names[id(leaf)] = name
     for name, p in param_vars.items():
         names[id(p)] = name
-    with Recording() as recording:
-        result = fn(*leaves)
+    # A frozen parameter (requires_grad=False) is recorded like the data inputs, for the duration
+    # of fn only: ops on it and constants alone would build no node and be frozen at its
+    # capture-time values. It gets no gradient, as in eager.
+    frozen = {name: p for name, p in param_vars.items()
+              if not p.requires_grad and p.dtype.kind == "f"}
+    no_grad |= set(frozen)
+    try:
+        for p in frozen.values():
+            p.requires_grad = True
+        with Recording() as recording:
+            result = fn(*leaves)
+    finally:
+        for p in frozen.values():
+            p.requires_grad = False
     recording.refuse_a_caught_no_grad()
     outputs = list(result) if isinstance(result, (tuple, list)) else [result]
     output_names = _output_names(outputs, output_names, [*given, *param_vars])
