@@ -202,12 +202,11 @@ def relu_backward(x: np.ndarray, grad_output: np.ndarray, out=None) -> np.ndarra
 
 
 def sigmoid(x: np.ndarray, out=None) -> np.ndarray:
-    """1 / (1 + e^-x)."""
-    y = as_array(np.negative(x, out=out))
-    np.exp(y, out=y)
-    y += 1.0
-    np.divide(1.0, y, out=y)
-    return y
+    """1 / (1 + e^-x). e^-|x| is at most 1, so nothing overflows (e^800 would): for x >= 0 it is
+    the formula, for x < 0 the same value written as e^x / (1 + e^x) (which keeps e^-710 instead
+    of rounding 1 / (1 + e^710) to 0)."""
+    e = np.exp(-np.abs(x))
+    return as_array(np.divide(np.where(x >= 0, 1.0, e), 1.0 + e, out=out, dtype=e.dtype))
 
 
 def sigmoid_backward(y: np.ndarray, grad_output: np.ndarray, out=None) -> np.ndarray:

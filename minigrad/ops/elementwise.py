@@ -180,11 +180,7 @@ class Sigmoid(Function):
 
     @staticmethod
     def forward(ctx, a):
-        # e^-|a| is at most 1, so nothing overflows (e^800 would): for a >= 0 it is the formula
-        # above, for a < 0 the same value written as e^a / (1 + e^a).
-        e = np.exp(-np.abs(a))
-        z = np.divide(np.where(a >= 0, 1.0, e), 1 + e,
-                      out=ctx.arena and ctx.buffer(a, floating=True), dtype=e.dtype)
+        z = kernels.sigmoid(a, out=ctx.arena and ctx.buffer(a, floating=True))   # (overflow-free)
         ctx.save_for_backward(z)
         return z
 
