@@ -63,13 +63,22 @@ class Function:
         read-only, and backward checks they did not change (see readonly.py)."""
         self.saved_tensors = arrays
 
+    def out(self, *like, shape=None, dtype=None, kind: str | None = None,
+            floating: bool = False):
+        """numpy's out= for an op's result: None on the heap (numpy allocates), else buffer(...).
+
+        Ops write `np.add(a, b, out=ctx.out(a, b))`. ctx.arena is the allocator of the scope the
+        op ran in (an arena, a pool, or None); it is tested here first so that eager code on the
+        heap pays one call and no shape or dtype arithmetic.
+        """
+        if self.arena is None:
+            return None
+        return self.buffer(*like, shape=shape, dtype=dtype, kind=kind, floating=floating)
+
     def buffer(self, *like, shape=None, dtype=None, kind: str | None = None,
                floating: bool = False):
         """Where an op writes a result: an array on the current arena or pool, or None.
 
-        Ops pass it as numpy's out=, guarded by ctx.arena (the allocator of the scope the op ran
-        in, or None): `np.add(a, b, out=ctx.arena and ctx.buffer(a, b))`. With no arena the
-        guard is None, numpy allocates as usual, and eager code pays not even a call.
         shape defaults to numpy's broadcasting of `like` (or is a function of them), dtype to
         numpy's promotion of them (a float type when floating=True, for exp, log, ...), and kind
         to "activation" in forward and "grad" in backward.
@@ -254,17 +263,17 @@ def _forward(node, variables: tuple, params: dict) -> np.ndarray:
 
 
 def _placed(node, out: np.ndarray, inputs: tuple) -> tuple:
-    """The op's output on its allocator, and its block: the one ctx.buffer wrote, an input's
+    """The op's output on its allocator, and its block: the one ctx.out wrote, an input's
     (a view), or a copy's."""
     last = node._last_buffer
-    if last is not None and last[0] is out:          # written in place through ctx.buffer
+    if last is not None and last[0] is out:          # written in place through ctx.out
         return last
     for v in inputs:                                 # a view of an input (reshape, slicing)
         if v._block is not None and out.base is not None and out.base is v._data.base \
                 and np.may_share_memory(out, v._data):
             return out, v._block
     # The op could not write into the arena directly: copy its result there (ops on the hot
-    # path use ctx.buffer, so this is the fallback, not the rule).
+    # path use ctx.out, so this is the fallback, not the rule).
     placed, block = node.arena._alloc(out.shape, out.dtype, "activation", node.name)
     placed[...] = out
     return placed, block
