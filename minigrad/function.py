@@ -1,10 +1,10 @@
 """Function: the base class of every op, and the graph node an op leaves behind.
 
 An op is a subclass with `forward(ctx, *arrays)` and `backward(ctx, grad_output)` side by side.
-`Op.apply(*inputs)` does the three things of design A: compute the output with numpy, wrap it
-in a new Variable, and, only when an input requires grad, wire the node: keep the inputs
-(parents), the arrays forward saved, and count one more pending consumer on each parent node
-(design B). The node *is* the ctx object forward and backward receive, so non-input data (axes,
+`Op.apply(*inputs)` does three things: compute the output with numpy, wrap it in a new
+Variable, and, only when an input requires grad, wire the node: keep the inputs (parents), the
+arrays forward saved, and count one more pending consumer on each parent node (dependency
+counting). The node *is* the ctx object forward and backward receive, so non-input data (axes,
 shapes, flags) is stored on it as plain attributes.
 """
 from __future__ import annotations

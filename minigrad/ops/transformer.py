@@ -2,9 +2,9 @@
 attention (also on a packed qkv: flash_attention), QK-norm + rope on a packed qkv, and the fused
 LM-head loss. Their math lives in kernels.py, shared with minigrad.aot.
 
-Each saves what design D's table says (tests check it): rmsnorm x and rstd, attention q, k, v,
-out and lse (the probabilities are rebuilt from lse in backward: no T x T matrix is kept), and
-so on. Integer inputs (ids, position_ids, targets) get no gradient.
+Each saves what its ahead-of-time rule saves (tests check it): rmsnorm x and rstd, attention q,
+k, v, out and lse (the probabilities are rebuilt from lse in backward: no T x T matrix is kept),
+and so on. Integer inputs (ids, position_ids, targets) get no gradient.
 
 Several outputs (ops/multi.py). rmsnorm's rstd and attention's lse are arrays only backward
 reads: they are saved tensors of the op's node, and outputs of its IR operation in aot.
@@ -258,8 +258,8 @@ def _saved_buffer(ctx, shape: tuple, like: np.ndarray):
 def _rmsnorm_grads(ctx, x, weight, rstd, grad_output, weight_index: int) -> tuple:
     """rmsnorm's (dx, d_weight), d_weight straight into the parameter's .grad when it can be.
 
-    The weight comes from the saved tensors. Design D's table reads a parameter directly (it
-    lives for the whole run), and so do aot plans; in eager a user or an optimiser can change it
+    The weight comes from the saved tensors. aot plans read a parameter directly (it lives for
+    the whole run); in eager a user or an optimiser can change it
     between forward and backward, so the node saves it (a reference, no copy) and the engine's
     saved-array guard refuses the change instead of giving a dx of another weight."""
     need = ctx.needs_input_grad[weight_index]
@@ -384,9 +384,9 @@ def _check_rope(x: np.ndarray, freqs: np.ndarray, pos: np.ndarray, freqs_grad: b
                          f"mg.rope_freqs(head_dim).")
     if freqs_grad:
         raise DtypeError(f"{op}: freqs {freqs.shape} requires grad. Rule: the frequencies are fixed "
-                         f"constants, never differentiated (design D: rope_freqs). Fix: pass "
-                         f"mg.rope_freqs(head_dim), or a Variable with requires_grad=False; as an "
-                         f"input of aot.capture, name it 'rope_freqs' (input_names=...).")
+                         f"constants, never differentiated. Fix: pass mg.rope_freqs(head_dim), "
+                         f"or a Variable with requires_grad=False; as an input of aot.capture, "
+                         f"name it 'rope_freqs' (input_names=...).")
 
 
 def _check_attention(q: np.ndarray, k: np.ndarray, v: np.ndarray) -> None:
