@@ -201,9 +201,7 @@ class Arena:
         allocated inside on exit."""
         return Scope(self)
 
-    def free(self, block: Block) -> None:
-        """An arena cannot free one block; only pop_to takes memory back."""
-
+    # An arena cannot free one block (only pop_to takes memory back), so it has no free().
     # Backward tells its allocator how arrays are used (see Pool); an arena frees nothing early.
     def retain(self, array) -> None:
         pass
