@@ -69,7 +69,8 @@ class Function:
 
         Ops write `np.add(a, b, out=ctx.out(a, b))`. ctx.arena is the allocator of the scope the
         op ran in (an arena, a pool, or None); it is tested here first so that eager code on the
-        heap pays one call and no shape or dtype arithmetic.
+        heap pays one call and no shape or dtype arithmetic. (buffer's keywords are spelled out,
+        not passed as **kwargs: a misspelt one then fails on the heap too, not only on an arena.)
         """
         if self.arena is None:
             return None
