@@ -37,7 +37,7 @@ __all__ = [
 from . import data, nn, optim  # noqa: E402  (layers, optimisers, datasets, on the API above)
 from .modes import name_scope  # noqa: E402
 __all__ += ["name_scope"]
-from . import tape  # noqa: E402  (the slot tape of design E: an engine beside the eager one)
+from . import tape  # noqa: E402  (the slot tape: an engine beside the eager one)
 
 from .checkpointing import CheckpointError, checkpoint  # noqa: E402  (save vs recompute)
 __all__ += ["checkpoint", "CheckpointError"]

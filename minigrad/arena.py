@@ -1,7 +1,7 @@
 """Where arrays live: Arena (a bump allocator over numpy byte buffers) and Pool (size-class free
 lists), both with a ledger of blocks that is the memory picture the widgets draw.
 
-Design A's batch discipline: parameters live on a permanent arena (or the ordinary heap); each
+An arena's batch discipline: parameters live on a permanent arena (or the ordinary heap); each
 batch runs inside `with graph_arena.scope():`, where every op writes its output, and backward its
 gradients, into the arena; leaving the scope takes the whole batch back in one pointer reset.
 Outside any scope minigrad allocates ordinary numpy arrays, freed by Python.
@@ -201,9 +201,7 @@ class Arena:
         allocated inside on exit."""
         return Scope(self)
 
-    def free(self, block: Block) -> None:
-        """An arena cannot free one block; only pop_to takes memory back."""
-
+    # An arena cannot free one block (only pop_to takes memory back), so it has no free().
     # Backward tells its allocator how arrays are used (see Pool); an arena frees nothing early.
     def retain(self, array) -> None:
         pass
@@ -386,7 +384,7 @@ class Pool:
             self.retain(array)
 
     def done_with(self, grad_output, saved: tuple, grads: tuple) -> None:
-        """A node's backward ran: free what no node still needs (design E)."""
+        """A node's backward ran: free what no node still needs (by use counts, as the tape does)."""
         if id(grad_output) in self._released_early:   # (a checkpoint gave it back already)
             self._released_early.discard(id(grad_output))
         else:

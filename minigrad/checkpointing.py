@@ -1,4 +1,4 @@
-"""Checkpointing: trade compute for memory by recomputing a segment in backward (design E).
+"""Checkpointing: trade compute for memory by recomputing a segment in backward.
 
     h = minigrad.checkpoint(block, x)        # forward: block(x) runs, but no graph is kept
     loss = head(h).sum(); loss.backward()    # backward: block(x) runs again, recorded, then backward
@@ -368,7 +368,7 @@ def _segment_graph(y: Variable, first_seq: int) -> list:
 
 def _free_unsaved(pool: Pool, mark: int) -> None:
     """Activations of the recompute that no backward reads (no node saved them, as the output
-    once the seed has read it) go at once: design E's "prove a value is no longer needed"."""
+    once the seed has read it) go at once: memory goes back as soon as no reader is left."""
     for block in pool.blocks[mark:]:
         if block.alive and block.kind == "activation" and block.uses <= 0 and not block.pinned:
             pool.free(block)

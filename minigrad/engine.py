@@ -99,8 +99,8 @@ def backward(loss, order: str = "pending", *, shuffle=None, retain_graph=None) -
     """Fill `.grad` of every leaf that requires grad with d loss / d leaf.
 
     order="pending" counts down each node's pending_count and runs nodes whose consumers have all
-    sent their gradient (design B); order="topo" sorts the graph and walks it in reverse (designs
-    A and C). Both give the same gradients. shuffle (an int seed or a random.Random) makes the
+    sent their gradient (dependency counting); order="topo" sorts the graph and walks it in
+    reverse. Both give the same gradients. shuffle (an int seed or a random.Random) makes the
     pending scheduler take ready nodes in random order, which must not change any result.
 
     Rules: the loss must be a scalar that requires grad; leaf grads add up across calls until

@@ -1,10 +1,10 @@
 """Function: the base class of every op, and the graph node an op leaves behind.
 
 An op is a subclass with `forward(ctx, *arrays)` and `backward(ctx, grad_output)` side by side.
-`Op.apply(*inputs)` does the three things of design A: compute the output with numpy, wrap it
-in a new Variable, and, only when an input requires grad, wire the node: keep the inputs
-(parents), the arrays forward saved, and count one more pending consumer on each parent node
-(design B). The node *is* the ctx object forward and backward receive, so non-input data (axes,
+`Op.apply(*inputs)` does three things: compute the output with numpy, wrap it in a new
+Variable, and, only when an input requires grad, wire the node: keep the inputs (parents), the
+arrays forward saved, and count one more pending consumer on each parent node (dependency
+counting). The node *is* the ctx object forward and backward receive, so non-input data (axes,
 shapes, flags) is stored on it as plain attributes.
 """
 from __future__ import annotations
@@ -63,13 +63,23 @@ class Function:
         read-only, and backward checks they did not change (see readonly.py)."""
         self.saved_tensors = arrays
 
+    def out(self, *like, shape=None, dtype=None, kind: str | None = None,
+            floating: bool = False):
+        """numpy's out= for an op's result: None on the heap (numpy allocates), else buffer(...).
+
+        Ops write `np.add(a, b, out=ctx.out(a, b))`. ctx.arena is the allocator of the scope the
+        op ran in (an arena, a pool, or None); it is tested here first so that eager code on the
+        heap pays one call and no shape or dtype arithmetic. (buffer's keywords are spelled out,
+        not passed as **kwargs: a misspelt one then fails on the heap too, not only on an arena.)
+        """
+        if self.arena is None:
+            return None
+        return self.buffer(*like, shape=shape, dtype=dtype, kind=kind, floating=floating)
+
     def buffer(self, *like, shape=None, dtype=None, kind: str | None = None,
                floating: bool = False):
         """Where an op writes a result: an array on the current arena or pool, or None.
 
-        Ops pass it as numpy's out=, guarded by ctx.arena (the allocator of the scope the op ran
-        in, or None): `np.add(a, b, out=ctx.arena and ctx.buffer(a, b))`. With no arena the
-        guard is None, numpy allocates as usual, and eager code pays not even a call.
         shape defaults to numpy's broadcasting of `like` (or is a function of them), dtype to
         numpy's promotion of them (a float type when floating=True, for exp, log, ...), and kind
         to "activation" in forward and "grad" in backward.
@@ -254,17 +264,17 @@ def _forward(node, variables: tuple, params: dict) -> np.ndarray:
 
 
 def _placed(node, out: np.ndarray, inputs: tuple) -> tuple:
-    """The op's output on its allocator, and its block: the one ctx.buffer wrote, an input's
+    """The op's output on its allocator, and its block: the one ctx.out wrote, an input's
     (a view), or a copy's."""
     last = node._last_buffer
-    if last is not None and last[0] is out:          # written in place through ctx.buffer
+    if last is not None and last[0] is out:          # written in place through ctx.out
         return last
     for v in inputs:                                 # a view of an input (reshape, slicing)
         if v._block is not None and out.base is not None and out.base is v._data.base \
                 and np.may_share_memory(out, v._data):
             return out, v._block
     # The op could not write into the arena directly: copy its result there (ops on the hot
-    # path use ctx.buffer, so this is the fallback, not the rule).
+    # path use ctx.out, so this is the fallback, not the rule).
     placed, block = node.arena._alloc(out.shape, out.dtype, "activation", node.name)
     placed[...] = out
     return placed, block

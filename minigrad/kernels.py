@@ -130,17 +130,13 @@ def _result_type(a: np.ndarray, b: np.ndarray) -> np.dtype:
     return a.dtype if a.dtype is b.dtype else np.result_type(a, b)   # `is`: one dtype, no lookup
 
 
-def _no_buffer(i, shape, dtype):
-    return None
-
-
 def matmul_backward(a: np.ndarray, b: np.ndarray, grad_output: np.ndarray, need_a: bool,
-                    need_b: bool, buffer=_no_buffer):
+                    need_b: bool, buffer):
     """dA = G @ B^T, dB = A^T @ G, with numpy's 1-D promotion rules undone.
 
-    buffer(i, shape, dtype) may supply the out= array for input i (0: a, 1: b) in the plain
-    2-D case. The results keep any
-    broadcast batch axes; accumulate_grad sums them away.
+    buffer(i, shape, dtype) gives the out= array for input i (0: a, 1: b) in the plain 2-D case,
+    or None (numpy allocates). The results keep any broadcast batch axes; accumulate_grad sums
+    them away.
     """
     g = grad_output
     if a.ndim == 2 and b.ndim == 2:   # the common case (layers), written straight into buffers

@@ -15,7 +15,7 @@ from .names import check_name
 
 
 class _ThreadModes(threading.local):
-    # Per thread (design C): one thread's no_grad() never switches off another thread's graph.
+    # Per thread, as in PyTorch: one thread's no_grad() never switches off another thread's graph.
     grad_enabled = True
     anomaly = False
     allocator = None    # the Arena or Pool of the innermost scope; None means plain numpy arrays

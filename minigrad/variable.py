@@ -239,7 +239,7 @@ class Variable:
     def __iter__(self):
         return (self[i] for i in range(len(self._data)))
 
-    # In-place operators would overwrite data a graph may need for backward (design B forbids it).
+    # In-place operators would overwrite data a graph may need for backward, so they are refused.
     def __iadd__(self, other):
         return self._inplace("+=", "add", other)
 

@@ -120,3 +120,69 @@ def test_float32_mlp_step_in_arena_mode_keeps_every_array_float32():
         # float32 everywhere: each activation block holds batch x width x 4 bytes
         sizes = [b.nbytes for b in graph.blocks if b.kind == "activation"]
         assert sizes == [16 * 8 * 4, 16 * 8 * 4, 16 * 4 * 4, 4]
+
+
+# -- ctx.out: where an op writes its result ----------------------------------------------------
+
+class _Double(mg.Function):
+    """z = 2a; records the out= array ctx.out gave forward and backward."""
+    name = "double_test_op"
+    given: list = []
+
+    @staticmethod
+    def forward(ctx, a):
+        out = ctx.out(a)
+        _Double.given.append(out)
+        return np.multiply(a, 2.0, out=out)
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        out = ctx.out(grad_output)
+        _Double.given.append(out)
+        return np.multiply(grad_output, 2.0, out=out)
+
+
+def test_ctx_out_is_none_on_the_heap():
+    _Double.given = []
+    x = mg.create_leaf([1.0, -2.0, 3.0], requires_grad=True)
+    y = _Double.apply(x)
+    y.sum().backward()
+    assert _Double.given == [None, None]          # numpy allocated both arrays
+    assert np.allclose(y.data, [2.0, -4.0, 6.0]) and np.allclose(x.grad, [2.0, 2.0, 2.0])
+
+
+@pytest.mark.parametrize("make", ALLOCATORS)
+def test_ctx_out_is_the_array_on_the_allocator_that_the_op_output_becomes(make):
+    _Double.given = []
+    allocator = make()
+    x = mg.create_leaf(np.array([1.0, -2.0, 3.0]), requires_grad=True)
+    with allocator.scope():
+        y = _Double.apply(x)
+        forward_out = _Double.given[0]
+        assert np.shares_memory(y.data, forward_out)  # written in place: no copy onto the arena
+        assert np.allclose(y.data, [2.0, -4.0, 6.0])
+        y.sum().backward()
+        backward_out = _Double.given[1]
+        assert backward_out is not None and backward_out.shape == (3,)
+        owned = [b.kind for b in allocator.blocks if b.owner == "double_test_op"]
+        assert owned.count("activation") == 1 and owned.count("grad") == 1   # both on the ledger
+    assert np.allclose(x.grad, [2.0, 2.0, 2.0])
+
+
+@pytest.mark.parametrize("scope", [pytest.param(None, id="heap"),
+                                   pytest.param(lambda: mg.Arena("t", 1 << 12), id="arena")])
+def test_ctx_out_refuses_a_misspelt_keyword_on_the_heap_as_on_an_arena(scope):
+    class Misspelt(mg.Function):
+        name = "misspelt_test_op"
+
+        @staticmethod
+        def forward(ctx, a):
+            return np.exp(a, out=ctx.out(a, floatng=True))
+
+    x = mg.create_leaf([0.0, 1.0])
+    with pytest.raises(TypeError, match="floatng"):
+        if scope is None:
+            Misspelt.apply(x)
+        else:
+            with scope().scope():
+                Misspelt.apply(x)

@@ -1,4 +1,4 @@
-"""Ahead-of-time autodiff (design D): capture a forward IR graph, derive its backward graph once,
+"""Ahead-of-time autodiff: capture a forward IR graph, derive its backward graph once,
 plan its memory, run both from a compiled plan. Beside the eager engine, sharing kernels.py."""
 from .capture import CaptureError, capture
 from .derive import (DerivationStep, DeriveBackwardOptions, DeriveError, compute_required_saves,

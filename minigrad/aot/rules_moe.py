@@ -1,4 +1,4 @@
-"""Backward rules of the mixture-of-experts ops (design D's MoE rows; saves as its table says).
+"""Backward rules of the mixture-of-experts ops (each saves what its rule lists).
 
 Index tensors (indices, scatter_indices, expert_offsets) never get a gradient: they are
 integers, and derive also skips them by name (derive.INDEX_NAME). A rule reads them through

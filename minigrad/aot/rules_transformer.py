@@ -1,4 +1,4 @@
-"""Backward rules of the transformer ops (design D's rows; each saves what its table says).
+"""Backward rules of the transformer ops (each saves what its rule lists).
 
 A backward op that writes several input gradients (rmsnorm_backward -> d_x, d_weight) writes a
 throwaway temp for an input that needs none: one kernel call computes them together anyway.

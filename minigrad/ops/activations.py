@@ -13,12 +13,12 @@ class Silu(Function):
     @staticmethod
     def forward(ctx, a):
         ctx.save_for_backward(a)
-        return kernels.silu(a, out=ctx.arena and ctx.buffer(a, floating=True))
+        return kernels.silu(a, out=ctx.out(a, floating=True))
 
     @staticmethod
     def backward(ctx, grad_output):
         (a,) = ctx.saved_tensors
-        return kernels.silu_backward(a, grad_output, out=ctx.arena and ctx.buffer(grad_output, a))
+        return kernels.silu_backward(a, grad_output, out=ctx.out(grad_output, a))
 
 
 @register("gelu")
@@ -29,12 +29,12 @@ class Gelu(Function):
     @staticmethod
     def forward(ctx, a):
         ctx.save_for_backward(a)
-        return kernels.gelu(a, out=ctx.arena and ctx.buffer(a, floating=True))
+        return kernels.gelu(a, out=ctx.out(a, floating=True))
 
     @staticmethod
     def backward(ctx, grad_output):
         (a,) = ctx.saved_tensors
-        return kernels.gelu_backward(a, grad_output, out=ctx.arena and ctx.buffer(grad_output, a))
+        return kernels.gelu_backward(a, grad_output, out=ctx.out(grad_output, a))
 
 
 def silu(a):

@@ -16,7 +16,7 @@ class Add(Function):
 
     @staticmethod
     def forward(ctx, a, b):
-        return np.add(a, b, out=ctx.arena and ctx.buffer(a, b))
+        return np.add(a, b, out=ctx.out(a, b))
 
     @staticmethod
     def backward(ctx, grad_output):
@@ -30,11 +30,11 @@ class Sub(Function):
 
     @staticmethod
     def forward(ctx, a, b):
-        return np.subtract(a, b, out=ctx.arena and ctx.buffer(a, b))
+        return np.subtract(a, b, out=ctx.out(a, b))
 
     @staticmethod
     def backward(ctx, grad_output):
-        return grad_output, np.negative(grad_output, out=ctx.arena and ctx.buffer(grad_output))
+        return grad_output, np.negative(grad_output, out=ctx.out(grad_output))
 
 
 @register("mul")
@@ -45,13 +45,13 @@ class Mul(Function):
     @staticmethod
     def forward(ctx, a, b):
         ctx.save_for_backward(a, b)
-        return np.multiply(a, b, out=ctx.arena and ctx.buffer(a, b))
+        return np.multiply(a, b, out=ctx.out(a, b))
 
     @staticmethod
     def backward(ctx, grad_output):
         a, b = ctx.saved_tensors
-        return (np.multiply(grad_output, b, out=ctx.arena and ctx.buffer(grad_output, b)),
-                np.multiply(grad_output, a, out=ctx.arena and ctx.buffer(grad_output, a)))
+        return (np.multiply(grad_output, b, out=ctx.out(grad_output, b)),
+                np.multiply(grad_output, a, out=ctx.out(grad_output, a)))
 
 
 @register("div")
@@ -62,13 +62,13 @@ class Div(Function):
     @staticmethod
     def forward(ctx, a, b):
         ctx.save_for_backward(a, b)
-        return np.divide(a, b, out=ctx.arena and ctx.buffer(a, b, floating=True))
+        return np.divide(a, b, out=ctx.out(a, b, floating=True))
 
     @staticmethod
     def backward(ctx, grad_output):
         a, b = ctx.saved_tensors
-        grad_a = np.divide(grad_output, b, out=ctx.arena and ctx.buffer(grad_output, b))
-        return grad_a, np.negative(grad_a * a / b, out=ctx.arena and ctx.buffer(grad_a, a))
+        grad_a = np.divide(grad_output, b, out=ctx.out(grad_output, b))
+        return grad_a, np.negative(grad_a * a / b, out=ctx.out(grad_a, a))
 
 
 @register("neg")
@@ -78,11 +78,11 @@ class Neg(Function):
 
     @staticmethod
     def forward(ctx, a):
-        return np.negative(a, out=ctx.arena and ctx.buffer(a))
+        return np.negative(a, out=ctx.out(a))
 
     @staticmethod
     def backward(ctx, grad_output):
-        return np.negative(grad_output, out=ctx.arena and ctx.buffer(grad_output))
+        return np.negative(grad_output, out=ctx.out(grad_output))
 
 
 @register("pow")
@@ -95,14 +95,14 @@ class Pow(Function):
         exponent = _check_exponent(a, exponent)
         ctx.exponent = exponent
         ctx.save_for_backward(a)
-        return np.power(a, exponent, out=ctx.arena and ctx.buffer(a, exponent),
+        return np.power(a, exponent, out=ctx.out(a, exponent),
                         dtype=np.result_type(a.dtype, exponent))   # numpy 1.x: f32 0-d ** 2.0 is f64
 
     @staticmethod
     def backward(ctx, grad_output):
         (a,) = ctx.saved_tensors
         return kernels.pow_backward(a, ctx.exponent, grad_output,
-                                    out=ctx.arena and ctx.buffer(grad_output, a))
+                                    out=ctx.out(grad_output, a))
 
 
 def _check_exponent(a: np.ndarray, exponent):
@@ -129,14 +129,14 @@ class Exp(Function):
 
     @staticmethod
     def forward(ctx, a):
-        z = np.exp(a, out=ctx.arena and ctx.buffer(a, floating=True))
+        z = np.exp(a, out=ctx.out(a, floating=True))
         ctx.save_for_backward(z)
         return z
 
     @staticmethod
     def backward(ctx, grad_output):
         (z,) = ctx.saved_tensors
-        return np.multiply(grad_output, z, out=ctx.arena and ctx.buffer(grad_output, z))
+        return np.multiply(grad_output, z, out=ctx.out(grad_output, z))
 
 
 @register("log")
@@ -147,12 +147,12 @@ class Log(Function):
     @staticmethod
     def forward(ctx, a):
         ctx.save_for_backward(a)
-        return np.log(a, out=ctx.arena and ctx.buffer(a, floating=True))
+        return np.log(a, out=ctx.out(a, floating=True))
 
     @staticmethod
     def backward(ctx, grad_output):
         (a,) = ctx.saved_tensors
-        return np.divide(grad_output, a, out=ctx.arena and ctx.buffer(grad_output, a))
+        return np.divide(grad_output, a, out=ctx.out(grad_output, a))
 
 
 @register("tanh")
@@ -162,14 +162,14 @@ class Tanh(Function):
 
     @staticmethod
     def forward(ctx, a):
-        z = np.tanh(a, out=ctx.arena and ctx.buffer(a, floating=True))
+        z = np.tanh(a, out=ctx.out(a, floating=True))
         ctx.save_for_backward(z)
         return z
 
     @staticmethod
     def backward(ctx, grad_output):
         (z,) = ctx.saved_tensors
-        return np.multiply(grad_output, 1 - z * z, out=ctx.arena and ctx.buffer(grad_output, z),
+        return np.multiply(grad_output, 1 - z * z, out=ctx.out(grad_output, z),
                            dtype=grad_output.dtype)
 
 
@@ -180,14 +180,14 @@ class Sigmoid(Function):
 
     @staticmethod
     def forward(ctx, a):
-        z = kernels.sigmoid(a, out=ctx.arena and ctx.buffer(a, floating=True))   # (overflow-free)
+        z = kernels.sigmoid(a, out=ctx.out(a, floating=True))   # (overflow-free)
         ctx.save_for_backward(z)
         return z
 
     @staticmethod
     def backward(ctx, grad_output):
         (z,) = ctx.saved_tensors
-        return np.multiply(grad_output, z * (1 - z), out=ctx.arena and ctx.buffer(grad_output, z),
+        return np.multiply(grad_output, z * (1 - z), out=ctx.out(grad_output, z),
                            dtype=grad_output.dtype)
 
 
@@ -199,12 +199,12 @@ class Relu(Function):
     @staticmethod
     def forward(ctx, a):
         ctx.save_for_backward(a)
-        return np.maximum(a, 0, out=ctx.arena and ctx.buffer(a), dtype=a.dtype)
+        return np.maximum(a, 0, out=ctx.out(a), dtype=a.dtype)
 
     @staticmethod
     def backward(ctx, grad_output):
         (a,) = ctx.saved_tensors
-        return np.multiply(grad_output, a > 0, out=ctx.arena and ctx.buffer(grad_output, a))
+        return np.multiply(grad_output, a > 0, out=ctx.out(grad_output, a))
 
 
 def add(a, b):

@@ -22,7 +22,7 @@ class MatMul(Function):
     @staticmethod
     def forward(ctx, a, b):
         ctx.save_for_backward(a, b)
-        return np.matmul(a, b, out=ctx.arena and ctx.buffer(a, b, shape=matmul_shape))
+        return np.matmul(a, b, out=ctx.out(a, b, shape=matmul_shape))
 
     @staticmethod
     def backward(ctx, grad_output):
@@ -45,8 +45,7 @@ class Linear(Function):
         ctx.bias_shape = None if bias is None else bias.shape
         operands = (x, weight) if bias is None else (x, weight, bias)
         dtype = result_dtype(operands)   # the dtype of x @ W + b: numpy's promotion of all three
-        y = np.matmul(x, weight, out=ctx.arena and ctx.buffer(x, weight, shape=matmul_shape,
-                                                              dtype=dtype))
+        y = np.matmul(x, weight, out=ctx.out(x, weight, shape=matmul_shape, dtype=dtype))
         if y.dtype != dtype:             # a float64 b after float32 x @ W
             y = y.astype(dtype)
         if bias is not None:

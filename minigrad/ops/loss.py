@@ -17,7 +17,7 @@ class Softmax(Function):
 
     @staticmethod
     def forward(ctx, a, axis=-1):
-        z = kernels.softmax(a, axis, out=ctx.arena and ctx.buffer(a, floating=True))
+        z = kernels.softmax(a, axis, out=ctx.out(a, floating=True))
         ctx.axis = axis
         ctx.save_for_backward(z)
         return z
@@ -25,7 +25,7 @@ class Softmax(Function):
     @staticmethod
     def backward(ctx, grad_output):
         (z,) = ctx.saved_tensors
-        return kernels.softmax_backward(z, grad_output, ctx.axis, out=ctx.arena and ctx.buffer(grad_output, z))
+        return kernels.softmax_backward(z, grad_output, ctx.axis, out=ctx.out(grad_output, z))
 
 
 @register("log_softmax")
@@ -37,7 +37,7 @@ class LogSoftmax(Function):
 
     @staticmethod
     def forward(ctx, a, axis=-1):
-        z = kernels.log_softmax(a, axis, out=ctx.arena and ctx.buffer(a, floating=True))
+        z = kernels.log_softmax(a, axis, out=ctx.out(a, floating=True))
         ctx.axis = axis
         ctx.save_for_backward(z)
         return z
@@ -46,7 +46,7 @@ class LogSoftmax(Function):
     def backward(ctx, grad_output):
         (z,) = ctx.saved_tensors
         return kernels.log_softmax_backward(z, grad_output, ctx.axis,
-                                            out=ctx.arena and ctx.buffer(grad_output, z))
+                                            out=ctx.out(grad_output, z))
 
 
 @register("cross_entropy")
@@ -60,18 +60,18 @@ class CrossEntropy(Function):
         check_class_targets(logits, targets)
         n = logits.shape[0]
         log_probs = kernels.log_softmax(logits, 1)
-        probs = np.exp(log_probs, out=ctx.arena and ctx.buffer(logits, floating=True, kind="saved"))
+        probs = np.exp(log_probs, out=ctx.out(logits, floating=True, kind="saved"))
         ctx.save_for_backward(probs, targets)
         picked = log_probs[np.arange(n), targets]
         return kernels.divide_total(np.add.reduce(picked), -n,   # -mean, in fewer calls
-                                    out=ctx.arena and ctx.buffer(shape=(), dtype=picked.dtype))
+                                    out=ctx.out(shape=(), dtype=picked.dtype))
 
     @staticmethod
     def backward(ctx, grad_output):
         probs, targets = ctx.saved_tensors
         n = probs.shape[0]
         scale = grad_output / n
-        grad = np.multiply(probs, scale, out=ctx.arena and ctx.buffer(probs))   # scale is 0-d
+        grad = np.multiply(probs, scale, out=ctx.out(probs))   # scale is 0-d
         grad[np.arange(n), targets] -= scale
         return grad, None
 
@@ -86,16 +86,16 @@ class MSE(Function):
     @staticmethod
     def forward(ctx, pred, target):
         check_mse_shapes(pred, target)
-        diff = np.subtract(pred, target, out=ctx.arena and ctx.buffer(pred, target, kind="saved"))
+        diff = np.subtract(pred, target, out=ctx.out(pred, target, kind="saved"))
         ctx.save_for_backward(diff)
         return (diff * diff).mean()
 
     @staticmethod
     def backward(ctx, grad_output):
         (diff,) = ctx.saved_tensors
-        grad = np.multiply(diff, 2 * grad_output / diff.size, out=ctx.arena and ctx.buffer(diff),
+        grad = np.multiply(diff, 2 * grad_output / diff.size, out=ctx.out(diff),
                            dtype=diff.dtype)
-        return grad, np.negative(grad, out=ctx.arena and ctx.buffer(grad))
+        return grad, np.negative(grad, out=ctx.out(grad))
 
 
 def check_mse_shapes(pred: np.ndarray, target: np.ndarray) -> None:

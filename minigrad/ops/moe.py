@@ -35,7 +35,7 @@ class MoeSoftmax(Function):
     @staticmethod
     def forward(ctx, logits):
         _check_float("moe_softmax", "logits", logits, ndim=2, shape_text="(N, E)")
-        probs = kernels.softmax(logits, -1, out=ctx.arena and ctx.buffer(logits))
+        probs = kernels.softmax(logits, -1, out=ctx.out(logits))
         ctx.save_for_backward(probs)
         return probs
 
@@ -54,7 +54,7 @@ class MoeSigmoid(Function):
     @staticmethod
     def forward(ctx, logits):
         _check_float("moe_sigmoid", "logits", logits, ndim=2, shape_text="(N, E)")
-        probs = kernels.sigmoid(logits, out=ctx.arena and ctx.buffer(logits))
+        probs = kernels.sigmoid(logits, out=ctx.out(logits))
         ctx.save_for_backward(probs)
         return probs
 

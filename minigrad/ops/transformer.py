@@ -2,9 +2,9 @@
 attention (also on a packed qkv: flash_attention), QK-norm + rope on a packed qkv, and the fused
 LM-head loss. Their math lives in kernels.py, shared with minigrad.aot.
 
-Each saves what design D's table says (tests check it): rmsnorm x and rstd, attention q, k, v,
-out and lse (the probabilities are rebuilt from lse in backward: no T x T matrix is kept), and
-so on. Integer inputs (ids, position_ids, targets) get no gradient.
+Each saves what its ahead-of-time rule saves (tests check it): rmsnorm x and rstd, attention q,
+k, v, out and lse (the probabilities are rebuilt from lse in backward: no T x T matrix is kept),
+and so on. Integer inputs (ids, position_ids, targets) get no gradient.
 
 Several outputs (ops/multi.py). rmsnorm's rstd and attention's lse are arrays only backward
 reads: they are saved tensors of the op's node, and outputs of its IR operation in aot.
@@ -40,7 +40,7 @@ class Embedding(Function):
         _check_embedding(ids, weight)
         ctx.num_embeddings = weight.shape[0]
         ctx.save_for_backward(ids)
-        return kernels.embedding(ids, weight, out=ctx.arena and ctx.buffer(
+        return kernels.embedding(ids, weight, out=ctx.out(
             shape=ids.shape + weight.shape[1:], dtype=weight.dtype))
 
     @staticmethod
@@ -61,7 +61,7 @@ class RMSNorm(Function):
     def forward(ctx, x, weight, eps=1e-6):
         _check_norm("rmsnorm", x, weight)
         rstd = _saved_buffer(ctx, x.shape[:-1], x)   # (asked first: the output's buffer is the last)
-        y, rstd = kernels.rmsnorm(x, weight, eps, out=ctx.arena and ctx.buffer(x, weight), rstd=rstd)
+        y, rstd = kernels.rmsnorm(x, weight, eps, out=ctx.out(x, weight), rstd=rstd)
         ctx.save_for_backward(x, rstd, weight)   # weight: see _rmsnorm_grads
         ctx.eps = eps
         return y
@@ -85,7 +85,7 @@ class FusedResidualRMSNorm(Function):
             residual_out = residual + x
         rstd = _saved_buffer(ctx, residual_out.shape[:-1], residual_out)
         y, rstd = kernels.rmsnorm(residual_out, weight, eps,
-                                  out=ctx.arena and ctx.buffer(residual_out, weight), rstd=rstd)
+                                  out=ctx.out(residual_out, weight), rstd=rstd)
         ctx.save_for_backward(residual_out, rstd, weight)
         ctx.eps = eps
         return y
@@ -110,15 +110,14 @@ class SwiGLU(Function):
                              f"its last axis holds gate and up side by side (2F). Fix: make the "
                              f"projection before swiglu produce 2F features.")
         ctx.save_for_backward(gate_up)
-        return kernels.swiglu(gate_up, out=ctx.arena and ctx.buffer(
+        return kernels.swiglu(gate_up, out=ctx.out(
             shape=gate_up.shape[:-1] + (gate_up.shape[-1] // 2,), dtype=gate_up.dtype))
 
     @staticmethod
     def backward(ctx, grad_output):
         (gate_up,) = ctx.saved_tensors
-        return (kernels.swiglu_backward(gate_up, grad_output,
-                                        out=ctx.arena and ctx.buffer(
-            shape=gate_up.shape, dtype=np.result_type(gate_up, grad_output))),)
+        d_gate_up = ctx.out(shape=gate_up.shape, dtype=np.result_type(gate_up, grad_output))
+        return (kernels.swiglu_backward(gate_up, grad_output, out=d_gate_up),)
 
 
 @register("rope")
@@ -132,12 +131,12 @@ class RoPE(Function):
     def forward(ctx, x, freqs, position_ids):
         _check_rope(x, freqs, position_ids, ctx.inputs[1].requires_grad)
         ctx.save_for_backward(freqs, position_ids)
-        return kernels.rope(x, freqs, position_ids, out=ctx.arena and ctx.buffer(x))
+        return kernels.rope(x, freqs, position_ids, out=ctx.out(x))
 
     @staticmethod
     def backward(ctx, grad_output):
         freqs, position_ids = ctx.saved_tensors
-        out = ctx.arena and ctx.buffer(grad_output)
+        out = ctx.out(grad_output)
         return kernels.rope(grad_output, freqs, position_ids, out, -1.0), None, None
 
 
@@ -151,7 +150,7 @@ class Attention(Function):
     def forward(ctx, q, k, v, causal=True):
         _check_attention(q, k, v)
         lse = _saved_buffer(ctx, (q.shape[0], q.shape[2], q.shape[1]), q)
-        out, lse = kernels.attention(q, k, v, causal, out=ctx.arena and ctx.buffer(q, v), lse=lse)
+        out, lse = kernels.attention(q, k, v, causal, out=ctx.out(q, v), lse=lse)
         ctx.causal = causal
         ctx.save_for_backward(q, k, v, out, lse)
         return out
@@ -159,7 +158,7 @@ class Attention(Function):
     @staticmethod
     def backward(ctx, grad_output):
         q, k, v, out, lse = ctx.saved_tensors
-        dq, dk, dv = (ctx.arena and ctx.buffer(a, grad_output) for a in (q, k, v))
+        dq, dk, dv = (ctx.out(a, grad_output) for a in (q, k, v))
         return kernels.attention_backward(q, k, v, out, lse, grad_output, ctx.causal, dq, dk, dv)
 
 
@@ -174,7 +173,7 @@ class FlashAttention(Function):
         _check_packed("flash_attention", qkv)
         b, t, _, h, dh = qkv.shape
         lse = _saved_buffer(ctx, (b, h, t), qkv)
-        out, lse = kernels.flash_attention(qkv, causal, out=ctx.arena and ctx.buffer(
+        out, lse = kernels.flash_attention(qkv, causal, out=ctx.out(
             shape=(b, t, h, dh), dtype=qkv.dtype), lse=lse)
         ctx.causal = causal
         ctx.save_for_backward(out, lse, qkv)
@@ -183,7 +182,7 @@ class FlashAttention(Function):
     @staticmethod
     def backward(ctx, grad_output):
         out, lse, qkv = ctx.saved_tensors
-        d_qkv = ctx.arena and ctx.buffer(shape=qkv.shape, dtype=np.result_type(qkv, grad_output))
+        d_qkv = ctx.out(shape=qkv.shape, dtype=np.result_type(qkv, grad_output))
         return (kernels.flash_attention_backward(qkv, out, lse, grad_output, ctx.causal, d_qkv),)
 
 
@@ -204,7 +203,7 @@ class QKVQKNormRoPE(Function):
         rstd_shape = qkv.shape[:2] + qkv.shape[3:4]
         q_rstd, k_rstd = (_saved_buffer(ctx, rstd_shape, qkv) for _ in range(2))
         out, q_rstd, k_rstd = kernels.qkv_qk_norm_rope(
-            qkv, q_weight, k_weight, freqs, position_ids, eps, ctx.arena and ctx.buffer(
+            qkv, q_weight, k_weight, freqs, position_ids, eps, ctx.out(
                 shape=qkv.shape, dtype=np.result_type(qkv, q_weight, k_weight)), q_rstd, k_rstd)
         ctx.eps = eps
         # + the weights, freqs and positions: see _rmsnorm_grads
@@ -217,7 +216,7 @@ class QKVQKNormRoPE(Function):
         check_qk_norm_weights(q_weight, k_weight)   # (saved arrays are guarded; cheap to be sure)
         dtype = np.result_type(qkv_out, grad_output)
         need = ctx.needs_input_grad
-        d_qkv = ctx.arena and ctx.buffer(shape=qkv_out.shape, dtype=dtype)
+        d_qkv = ctx.out(shape=qkv_out.shape, dtype=dtype)
         d_q_weight, d_k_weight = (ctx.grad_buffer(i, q_weight.shape, dtype) if need[i] else None
                                   for i in (1, 2))
         d_qkv, d_q_weight, d_k_weight = kernels.qkv_qk_norm_rope_backward(
@@ -236,7 +235,7 @@ class FusedLMHeadLoss(Function):
     def forward(ctx, x, weight, targets):
         _check_lm_head(x, weight, targets)
         ctx.save_for_backward(x, weight, targets)   # the logits (N, V) are never kept
-        return kernels.lm_head_loss(x, weight, targets, out=ctx.arena and ctx.buffer(
+        return kernels.lm_head_loss(x, weight, targets, out=ctx.out(
             shape=(), dtype=np.result_type(x, weight)))
 
     @staticmethod
@@ -244,7 +243,7 @@ class FusedLMHeadLoss(Function):
         x, weight, targets = ctx.saved_tensors
         need = ctx.needs_input_grad
         dtype = np.result_type(x, weight, grad_output)
-        d_x = ctx.arena and ctx.buffer(shape=x.shape, dtype=dtype) if need[0] else None
+        d_x = ctx.out(shape=x.shape, dtype=dtype) if need[0] else None
         d_weight = ctx.grad_buffer(1, weight.shape, dtype) if need[1] else None
         d_x, d_weight = kernels.lm_head_loss_backward(x, weight, targets, grad_output, d_x, d_weight,
                                                       need[0], need[1])
@@ -253,20 +252,20 @@ class FusedLMHeadLoss(Function):
 
 def _saved_buffer(ctx, shape: tuple, like: np.ndarray):
     """Where a second output only backward reads (rstd, lse) goes: the scope's arena or pool, or None."""
-    return ctx.arena and ctx.buffer(shape=shape, dtype=like.dtype, kind="saved")
+    return ctx.out(shape=shape, dtype=like.dtype, kind="saved")
 
 
 def _rmsnorm_grads(ctx, x, weight, rstd, grad_output, weight_index: int) -> tuple:
     """rmsnorm's (dx, d_weight), d_weight straight into the parameter's .grad when it can be.
 
-    The weight comes from the saved tensors. Design D's table reads a parameter directly (it
-    lives for the whole run), and so do aot plans; in eager a user or an optimiser can change it
+    The weight comes from the saved tensors. aot plans read a parameter directly (it lives for
+    the whole run); in eager a user or an optimiser can change it
     between forward and backward, so the node saves it (a reference, no copy) and the engine's
     saved-array guard refuses the change instead of giving a dx of another weight."""
     need = ctx.needs_input_grad[weight_index]
     dtype = np.result_type(grad_output, x)
     d_weight = ctx.grad_buffer(weight_index, weight.shape, dtype) if need else None
-    d_x = ctx.arena and ctx.buffer(grad_output, x)
+    d_x = ctx.out(grad_output, x)
     return kernels.rmsnorm_backward(x, weight, rstd, grad_output, d_x, d_weight, need)
 
 
@@ -385,9 +384,9 @@ def _check_rope(x: np.ndarray, freqs: np.ndarray, pos: np.ndarray, freqs_grad: b
                          f"mg.rope_freqs(head_dim).")
     if freqs_grad:
         raise DtypeError(f"{op}: freqs {freqs.shape} requires grad. Rule: the frequencies are fixed "
-                         f"constants, never differentiated (design D: rope_freqs). Fix: pass "
-                         f"mg.rope_freqs(head_dim), or a Variable with requires_grad=False; as an "
-                         f"input of aot.capture, name it 'rope_freqs' (input_names=...).")
+                         f"constants, never differentiated. Fix: pass mg.rope_freqs(head_dim), "
+                         f"or a Variable with requires_grad=False; as an input of aot.capture, "
+                         f"name it 'rope_freqs' (input_names=...).")
 
 
 def _check_attention(q: np.ndarray, k: np.ndarray, v: np.ndarray) -> None:

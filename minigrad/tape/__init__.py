@@ -1,4 +1,4 @@
-"""minigrad.tape: the slot tape of design E, a second engine beside the eager one.
+"""minigrad.tape: the slot tape, a second engine beside the eager one.
 
     from minigrad.tape import Tape, TensorTape
 """

@@ -1,4 +1,4 @@
-"""The slot tape (design E): every value is a numbered slot in a few parallel lists.
+"""The slot tape: every value is a numbered slot in a few parallel lists.
 
     tape = Tape()
     x = tape.var(2.0, name="x")          # slot 0
@@ -74,8 +74,8 @@ def float64_of(x, kind: str) -> float:
                              f"(or pass float('inf') if infinity is meant).") from None
 
 
-INPLACE_RULE = ("design E's rule 'every differentiable operation writes a fresh slot' (SSA): an "
-                "in-place change would overwrite a value that backward may still need")
+INPLACE_RULE = ("the slot tape's rule 'every differentiable operation writes a fresh slot' "
+                "(SSA): an in-place change would overwrite a value that backward may still need")
 
 
 class Tape:
@@ -334,7 +334,7 @@ class Tape:
         if self._consumed:
             raise BackwardError(
                 f"tape.backward: this recording was already backpropagated. Rule: one backward per "
-                f"recording (design E: a retained graph costs memory, so it is asked for, not "
+                f"recording (a retained graph costs memory, so it is asked for, not "
                 f"given). Fix: call the first backward as backward(out, retain=True), or reset() "
                 f"and record again.")
         if not self.requires_grad[out]:
@@ -462,9 +462,9 @@ class Tape:
     def reset(self) -> None:
         """Drop every slot and instruction, keeping the list objects; old slots become stale.
 
-        (Design E truncates to length 0 and keeps the capacity. CPython lists have no way to
-        keep their storage when emptied, so what is kept here is the list objects themselves;
-        TensorTape keeps the real capacity, its buffers, in the Pool.)"""
+        (A tape of slots in a compiled language truncates to length 0 and keeps the capacity.
+        CPython lists have no way to keep their storage when emptied, so what is kept here is the
+        list objects themselves; TensorTape keeps the real capacity, its buffers, in the Pool.)"""
         for column in (self.values, self.grads, self.requires_grad, self.kinds, self.names,
                        self._rows, self._instrs):
             column.clear()

@@ -7,6 +7,9 @@ import pathlib
 
 from ..names import check_name
 from ._base import bundle
+from .aotview import AotView
+from .tapeview import TapeView
+from .views import BackwardStepper, GraphView, MemoryView
 
 _PAGE = """<!doctype html>
 <html lang="en">
@@ -34,10 +37,6 @@ def save_html(widget, path, *, finish: bool = True) -> pathlib.Path:
     """Write widget's trace and drawing into one HTML file that works offline (slides, a course
     page, an LMS). A live BackwardStepper or TapeView runs backward to the end first unless
     finish=False."""
-    from .views import BackwardStepper, GraphView, MemoryView   # (the views import this module)
-    from .tapeview import TapeView
-    from .aotview import AotView
-
     if isinstance(widget, (BackwardStepper, TapeView)) and finish:
         widget.finish()
     # isinstance, not type(): traitlets' add_traits gives each widget instance a subclass.
