@@ -181,15 +181,15 @@ def divide_total(total, count: int, out=None) -> np.ndarray:
 
 
 def tanh_backward(y: np.ndarray, grad_output: np.ndarray, out=None) -> np.ndarray:
-    """d tanh: g * (1 - y^2), from the output y, computed as g - (g y) y.
+    """d tanh: g * (1 - y^2), from the output y, in g's dtype.
 
-    (Written with arrays only and out passed by position: on tiny arrays a Python scalar operand
-    or an out= keyword costs as much as the arithmetic, and a compiled aot plan calls this once
-    per tanh.)
+    (Not g - (g y) y, which is the same number but nan for g = inf at y = 0, where this is inf.
+    out is passed by position: on tiny arrays a keyword costs as much as the arithmetic, and a
+    compiled aot plan calls this once per tanh.)
     """
-    grad = as_array(np.multiply(grad_output, y, out))
-    np.multiply(grad, y, grad)
-    return np.subtract(grad_output, grad, grad)
+    grad = as_array(np.multiply(y, y, out, dtype=grad_output.dtype))
+    np.subtract(1.0, grad, grad)
+    return np.multiply(grad, grad_output, grad)
 
 
 def relu_backward(x: np.ndarray, grad_output: np.ndarray, out=None) -> np.ndarray:
