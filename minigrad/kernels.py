@@ -206,8 +206,8 @@ def sigmoid(x: np.ndarray, out=None) -> np.ndarray:
 
 
 def sigmoid_backward(y: np.ndarray, grad_output: np.ndarray, out=None) -> np.ndarray:
-    """d sigmoid: g * y * (1 - y), from the output y."""
-    grad = np.subtract(1.0, y, out=out)
+    """d sigmoid: g * y * (1 - y), from the output y, in g's dtype."""
+    grad = as_array(np.subtract(1.0, y, out=out, dtype=grad_output.dtype))
     grad *= y
     grad *= grad_output
     return grad
