@@ -106,6 +106,23 @@ def reference(program: Program, data: list):
         return sum(float(np.sum(values[i] * probe)) for i, probe in program.outputs), margin
 
 
+def order_sensitive(program: Program, data: list) -> bool:
+    """Whether the loss's nan/inf depends on the order its terms are summed in: with values near
+    float64's largest, a partial sum can overflow to inf before a -inf term arrives (nan) or
+    not (-inf), and engines sum in different orders. Such a loss pins no rule."""
+    values, _ = node_values(program, data)
+    with np.errstate(all="ignore"):
+        terms = np.concatenate([np.ravel(values[i] * probe) for i, probe in program.outputs])
+        if terms.size == 0:
+            return False
+        sums = [np.sum(terms), np.add.accumulate(terms)[-1], np.add.accumulate(terms[::-1])[-1]]
+        shaped = [values[i] * probe for i, probe in program.outputs]
+        if len({np.shape(t) for t in shaped}) == 1:   # (a tape adds the terms element by element first)
+            sums.append(np.sum(sum(shaped)))
+    return len({"nan" if np.isnan(x) else str(np.sign(x)) if np.isinf(x) else "finite"
+                for x in sums}) > 1
+
+
 def central_differences(program: Program, data: list, eps: float = 1e-6) -> list:
     """d loss / d leaf by (f(x + eps) - f(x - eps)) / 2 eps, per element, in float64."""
     grads = []

@@ -146,6 +146,8 @@ def run_scalar_tape(program, data, plain=False):
             nodes[k] = next(it) if isinstance(node, Leaf) else \
                 OPS[node.op].tape(*(nodes[i] for i in node.inputs), **node.attrs)
         loss = obj(loss_of(nodes, program.outputs))[()]
+        if not hasattr(loss, "value"):   # a sum over empty outputs: a plain 0, no slot, no grads
+            return Outcome(float(loss), tuple(None for _ in leaves))
         tape.backward(loss, plain=plain)
         grads = []
         for leaf, slots in zip(program.leaves(), leaves):
