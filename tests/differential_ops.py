@@ -52,6 +52,15 @@ def each(fn):
 slot_values = each(lambda s: s.value if hasattr(s, "value") else float(s))
 
 
+def ref_sigmoid(a):
+    """The reference's sigmoid, written from its definition without overflow: 1 / (1 + e^-a)
+    for a >= 0, e^a / (1 + e^a) below (at a = -710 that keeps e^-710, where 1 / (1 + e^710)
+    rounds to 0; the engines keep it too)."""
+    a = np.asarray(a, dtype=np.float64)
+    e = np.exp(-np.abs(a))
+    return np.where(a >= 0, 1.0, e) / (1.0 + e)
+
+
 def tape_sigmoid(s):
     return 1.0 / (1.0 + (-s).exp())
 
@@ -124,11 +133,11 @@ OPS = {
     "exp": Op(lambda a: a.exp(), np.exp, each(lambda s: s.exp()), tensor_tape=True),
     "log": Op(lambda a: a.log(), np.log, each(lambda s: s.log()), tensor_tape=True),
     "tanh": Op(lambda a: a.tanh(), np.tanh, each(lambda s: s.tanh()), tensor_tape=True),
-    "sigmoid": Op(lambda a: a.sigmoid(), lambda a: 1 / (1 + np.exp(-a)), each(tape_sigmoid),
+    "sigmoid": Op(lambda a: a.sigmoid(), lambda a: ref_sigmoid(a), each(tape_sigmoid),
                   tensor_tape=True),
     "relu": Op(lambda a: a.relu(), lambda a: np.maximum(a, 0), each(lambda s: s.relu()),
                tensor_tape=True, kink=lambda a: float(np.min(np.abs(a), initial=np.inf))),
-    "silu": Op(mg.silu, lambda a: a / (1 + np.exp(-a)), each(lambda s: s * tape_sigmoid(s))),
+    "silu": Op(mg.silu, lambda a: a * ref_sigmoid(a), each(lambda s: s * tape_sigmoid(s))),
     "gelu": Op(mg.gelu, ref_gelu),
     "pow": Op(lambda a, p: a ** p, lambda a, p: np.power(a, p),
               lambda a, p: each(lambda s: s ** p)(a), tensor_tape=True),
