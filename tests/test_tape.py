@@ -612,7 +612,7 @@ NUMPY = {
     "add": (np.add, lambda a, b: (1.0, 1.0)),
     "sub": (np.subtract, lambda a, b: (1.0, -1.0)),
     "mul": (np.multiply, lambda a, b: (b, a)),
-    "div": (np.divide, lambda a, b: (1.0 / b, -a / (b * b))),
+    "div": (np.divide, lambda a, b: (1.0 / b, -(1.0 / b) * a / b)),   # (b * b would overflow)
     "neg": (np.negative, lambda a: (-1.0,)),
     "sin": (np.sin, lambda a: (np.cos(a),)),
     "cos": (np.cos, lambda a: (-np.sin(a),)),

@@ -61,7 +61,8 @@ class Div:
 
     def backward(g, inputs, y):
         a, b = inputs
-        return divide(g, b), divide(-g * a, b * b)
+        ga = divide(g, b)
+        return ga, divide(-ga * a, b)   # (ḡy/b)·a/b, as eager: b² overflows where this does not
 
 
 class Neg:
