@@ -168,7 +168,7 @@ def process_in_reverse(forward: Graph, opts, needs: set, rules, log: list) -> Gr
         d_inputs = [grads.piece_name(t, op, i) if t in needs else None
                     for i, t in enumerate(op.inputs)]
         rule = rules.rule_for(op)
-        ctx = BackwardRuleContext(op, d_outputs, d_inputs, forward, grads.counter)
+        ctx = BackwardRuleContext(op, d_outputs, d_inputs, forward, grads.counter, readable[1])
         ops = list(rule(ctx))
         grads.backward.shape_env.update(ctx.new_shapes)
         _check_rule_output(op, rule, ops, d_inputs, readable, grads.known)
@@ -255,8 +255,9 @@ class _Gradients:
             if t in needs:
                 unsummed = self.expected.get(t, 0) > 1 and not self.opts.accumulate_grads
                 b.outputs += list(self.pieces[t]) if unsummed else [self.grad_of[t]]
-        b.params = [t for t in f.params if any(t in o.inputs for o in b.operations)]
-        b.constants = {k: v for k, v in f.constants.items() if any(k in o.inputs for o in b.operations)}
+        read = {t for o in b.operations for t in o.inputs}
+        b.params = [t for t in f.params if t in read]
+        b.constants = {k: v for k, v in f.constants.items() if k in read}
         return b
 
 

@@ -76,8 +76,8 @@ class Executor:
             self._share_buffers(params)
 
     def _share_buffers(self, params) -> None:
-        external = {id(placement.root_of(a)) for name, a in self.env.items()
-                    if name in self.forward.params or name in self.forward.constants}
+        fixed = {*self.forward.params, *self.forward.constants}
+        external = {id(placement.root_of(a)) for name, a in self.env.items() if name in fixed}
         external |= self.constant_ids
         if self.backward is not None:
             external.add(id(placement.root_of(self.env[self.backward.inputs[0]])))
@@ -102,9 +102,10 @@ class Executor:
         return calls
 
     def _check_saves(self, backward: Graph) -> None:
+        save = set(backward.save)
         for op in backward.operations:
             for t in op.inputs:
-                if is_saved(t) and unsaved(t) not in backward.save:
+                if is_saved(t) and unsaved(t) not in save:
                     raise ExecuteError(
                         f"backward op {op.id} ({op.type}) reads {t}, but '{unsaved(t)}' is not in "
                         f"the backward graph's save list {backward.save}. Rule: with "

@@ -12,6 +12,9 @@ each run or written once.
 """
 from __future__ import annotations
 
+import bisect
+import heapq
+
 import numpy as np
 
 from ..errors import MinigradError
@@ -68,20 +71,92 @@ def _hidden_buffer(fn, container) -> PlacementError:
 
 
 def first_fit(spans: dict) -> tuple:
-    """id(root) -> byte offset, and the arena size: a buffer reuses memory freed strictly before it starts."""
-    offsets, active, size = {}, [], 0     # active: (last step, offset, nbytes)
+    """id(root) -> byte offset, and the arena size: a buffer reuses memory freed strictly before it starts.
+
+    Buffers are placed in order of their first step; each takes the lowest offset where it fits
+    between the buffers still alive. The plain way scans every live buffer for each new one; here
+    live buffers that touch are kept merged into runs, so the scan passes one run per hole (the
+    gradients, alive to the end and packed side by side, are one run), and buffers leave through
+    a heap ordered by their last step instead of a pass over all of them."""
+    offsets, size = {}, 0
+    runs = _Runs()
+    leaving: list = []                 # heap of (last step, offset, bytes) of live buffers
     for key, (root, first, last) in sorted(spans.items(), key=lambda kv: (kv[1][1], -kv[1][0].nbytes)):
-        active = [a for a in active if a[0] >= first]
+        while leaving and leaving[0][0] < first:
+            _, offset, need = heapq.heappop(leaving)
+            runs.remove(offset, offset + need)
         need = -(-max(root.nbytes, 1) // ALIGN) * ALIGN
-        offset = 0
-        for _, start, nbytes in sorted(active, key=lambda a: a[1]):
-            if offset + need <= start:
-                break
-            offset = max(offset, start + nbytes)
+        offset = runs.lowest_gap(need)
+        runs.add(offset, offset + need)
+        heapq.heappush(leaving, (last, offset, need))
         offsets[key] = offset
-        active.append((last, offset, need))
         size = max(size, offset + need)
     return offsets, size
+
+
+class _Runs:
+    """Byte ranges in use, as sorted disjoint runs [start, end) with a gap between any two.
+
+    lowest_gap(need) is first fit: the lowest gap start where need bytes fit, else the end of the
+    last run. Scanning the gaps from 0 costs one step per hole, and small holes pile up at low
+    offsets; so for each size asked for, a heap keeps the starts of gaps that were at least that
+    big when made. A popped start is checked against the runs (gaps change as runs come and go)
+    and dropped when it is no longer a gap that big: each gap is pushed once per size when made."""
+
+    def __init__(self):
+        self.starts, self.ends = [], []
+        self.fits: dict = {}    # need -> heap of gap starts at least need bytes wide when made
+
+    def gap_at(self, offset: int) -> int:
+        """Width of the gap starting at offset (0 when offset starts no gap; the open end: -1)."""
+        i = bisect.bisect_left(self.starts, offset)
+        if offset != 0 and (i == 0 or self.ends[i - 1] != offset):
+            return 0
+        return self.starts[i] - offset if i < len(self.starts) else -1
+
+    def lowest_gap(self, need: int) -> int:
+        if need not in self.fits:
+            self.fits[need] = [o for o, _ in self._gaps() if _ >= need]
+            heapq.heapify(self.fits[need])
+        heap = self.fits[need]
+        while heap and not self.gap_at(heap[0]) >= need:
+            heapq.heappop(heap)
+        return heap[0] if heap else (self.ends[-1] if self.ends else 0)
+
+    def _gaps(self):
+        before = 0
+        for start, end in zip(self.starts, self.ends):
+            if start > before:
+                yield before, start - before
+            before = end
+
+    def _made_gap(self, offset: int) -> None:
+        width = self.gap_at(offset)
+        for need, heap in self.fits.items():
+            if 0 < need <= width:
+                heapq.heappush(heap, offset)
+
+    def add(self, start: int, end: int) -> None:
+        i = bisect.bisect_left(self.starts, start)
+        if i < len(self.starts) and self.starts[i] == end:     # touches the run after it
+            end = self.ends[i]
+            del self.starts[i], self.ends[i]
+        if i > 0 and self.ends[i - 1] == start:                # touches the run before it
+            self.ends[i - 1] = end
+        else:
+            self.starts.insert(i, start)
+            self.ends.insert(i, end)
+        self._made_gap(end)                                    # what is left of the gap it took
+
+    def remove(self, start: int, end: int) -> None:
+        i = bisect.bisect_right(self.starts, start) - 1        # the run holding [start, end)
+        run_start, run_end = self.starts[i], self.ends[i]
+        del self.starts[i], self.ends[i]
+        for piece in ((end, run_end), (run_start, start)):     # what is left of it, if anything
+            if piece[0] < piece[1]:
+                self.starts.insert(i, piece[0])
+                self.ends.insert(i, piece[1])
+        self._made_gap(start if run_start < start else self.ends[i - 1] if i > 0 else 0)
 
 
 def place(calls: list, env: dict, external: set, keep_whole_run: list, written_before: list):

@@ -39,7 +39,7 @@ class BackwardRuleContext:
     """Everything a rule may read, and `op()` to build Operations with unique ids."""
 
     def __init__(self, fwd_op: Operation, d_outputs: list, d_inputs: list, forward_graph: Graph,
-                 counter: list):
+                 counter: list, read_directly: set = None):
         self.fwd_op = fwd_op
         self.d_outputs = d_outputs              # one name per forward output (None: no gradient)
         self.d_output = d_outputs[0]            # the primary output's gradient
@@ -48,6 +48,10 @@ class BackwardRuleContext:
         self.shape_env = forward_graph.shape_env
         self._counter = counter                 # shared by all rules of one derivation
         self.new_shapes: dict = {}              # temp name -> TensorInfo (for the planner)
+        # params and constants (read directly, never saved); one set per derivation, passed in,
+        # because looking names up in the graph's lists costs a pass over them per rule
+        self._read_directly = ({*forward_graph.params, *forward_graph.constants}
+                               if read_directly is None else read_directly)
 
     @property
     def op_counter(self) -> int:
@@ -61,8 +65,7 @@ class BackwardRuleContext:
         return self.d_inputs[i] is not None
 
     def is_param(self, name: str) -> bool:
-        g = self.forward_graph
-        return name in g.params or name in g.constants
+        return name in self._read_directly
 
     def is_input(self, name: str) -> bool:
         return name in self.forward_graph.inputs
