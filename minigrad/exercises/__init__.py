@@ -12,7 +12,7 @@ import functools
 
 from . import lesson01, lesson02, lesson03, lesson04, lesson05, lesson06, lesson07
 from . import lesson08
-from . import lesson10, lesson11
+from . import lesson10, lesson11, lesson13
 from ._report import solved
 
 
@@ -33,11 +33,12 @@ check_evaluate = _quiet(lesson07.check_evaluate)
 check_reverse_loop = _quiet(lesson08.check_reverse_loop)
 check_multiply_rule = _quiet(lesson10.check_multiply_rule)
 check_save_list = _quiet(lesson11.check_save_list)
+check_tangent_rules = _quiet(lesson13.check_tangent_rules)
 
 __all__ = ["check_kind_of", "check_saved_by", "check_topo_sort", "check_pending_backward",
            "check_sum_to_shape", "check_softplus", "check_evaluate"]
 __all__ += ["check_reverse_loop"]
-__all__ += ["check_multiply_rule", "check_save_list"]
+__all__ += ["check_multiply_rule", "check_save_list", "check_tangent_rules"]
 
 from . import lesson09  # noqa: E402  (lesson 09: memory)
 check_fit_budget = _quiet(lesson09.check_fit_budget)
