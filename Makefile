@@ -100,11 +100,12 @@ bench: $(VENV)/.bench-installed
 student:
 	$(PYTHON) tools/make_student.py lessons student
 
-# A JupyterLite site (Python in the browser, no server) with the lessons and the minigrad wheel.
+# A JupyterLite site (Python in the browser, no server) with the student copies, the minigrad
+# wheel and the widgets' front-end (docs/teaching.md).
 LITE_VENV := .venv-lite
-$(LITE_VENV)/.installed: pyproject.toml
+$(LITE_VENV)/.installed: tools/lite-requirements.txt
 	$(PYTHON) -m venv $(LITE_VENV)
-	$(LITE_VENV)/bin/python -m pip install -q "jupyterlite-core>=0.6" "jupyterlite-pyodide-kernel>=0.6" "jupyter-server>=2.10" "nbformat>=5.9"
+	$(LITE_VENV)/bin/python -m pip install -q -r tools/lite-requirements.txt
 	touch $@
 
 lite: $(LITE_VENV)/.installed $(BUNDLE)
