@@ -15,6 +15,11 @@ SCRIPT = ROOT / "tools" / "set_repo.py"
 OURS, FORK = "minigrad-lab/minigrad", "a-university/minigrad-fork"
 
 
+def links_to(repo: str, text: str) -> list[str]:
+    """The launch links and GitHub addresses in text that name repo."""
+    return re.findall(rf"(?:mybinder\.org/v2/gh|github\.com)/{re.escape(repo)}(?![\w.-])", text)
+
+
 def tracked_texts(root: pathlib.Path) -> dict[str, str]:
     names = subprocess.run(["git", "ls-files"], cwd=root, capture_output=True, text=True,
                            check=True).stdout.split()
@@ -46,21 +51,21 @@ def set_repo(repo: pathlib.Path, *args: str) -> subprocess.CompletedProcess:
 
 def test_every_link_names_the_fork_and_the_tag_and_nothing_else_changes(clone):
     before = tracked_texts(clone)
-    with_links = {name for name, text in before.items() if OURS in text}
-    assert "README.md" in with_links and len(with_links) >= 27   # README, 13 lessons x 2, docs
+    with_links = {name for name, text in before.items() if links_to(OURS, text)}
+    assert "README.md" in with_links and len(with_links) >= 27   # README, 13 lessons x 2
 
     run = set_repo(clone, FORK, "--ref", "v2027.1")
     assert run.returncode == 0, run.stderr
     after = tracked_texts(clone)
     changed = {name for name in before if after[name] != before[name]}
     assert changed == with_links
-    for name in before:
-        assert OURS not in after[name], name
-        assert after[name].count(FORK) == before[name].count(OURS), name
+    for name in changed:
+        assert links_to(OURS, after[name]) == [], name
+        assert len(links_to(FORK, after[name])) == len(links_to(OURS, before[name])), name
         # the only difference: the links (undo them by hand and the file is as it was)
         undone = after[name].replace(f"{FORK}/v2027.1?", f"{OURS}/HEAD?").replace(FORK, OURS)
         assert undone == before[name], name
-    binder = re.findall(r"mybinder\.org/v2/gh/[^)\s\"]*", "".join(after.values()))
+    binder = re.findall(r"mybinder\.org/v2/gh/[^)\s\"]*", "".join(after[n] for n in changed))
     assert len(binder) >= 27
     assert all(link.startswith(f"mybinder.org/v2/gh/{FORK}/v2027.1?urlpath=") for link in binder)
     assert 'name = "minigrad-lab"' in after["pyproject.toml"]   # the package's name is no link
@@ -71,7 +76,8 @@ def test_a_fork_of_the_fork_and_back_and_keeping_the_ref(clone):
     assert set_repo(clone, FORK, "--ref", "v1").returncode == 0
     run = set_repo(clone, "someone/other")           # no --ref: the links keep v1
     assert run.returncode == 0 and f"{FORK} -> someone/other" in run.stdout
-    assert "mybinder.org/v2/gh/someone/other/v1?urlpath=" in tracked_texts(clone)["README.md"]
+    readme = tracked_texts(clone)["README.md"]
+    assert len(links_to("someone/other", readme)) == 14 and "someone/other/v1?urlpath=" in readme
     assert set_repo(clone, OURS, "--ref", "HEAD").returncode == 0
     assert tracked_texts(clone) == before
 

@@ -4,8 +4,8 @@
 
 The README, the lessons (.md and .ipynb alike) and the docs name the repository in their Binder
 links (`mybinder.org/v2/gh/OWNER/NAME/REF?urlpath=...`) and in `github.com/OWNER/NAME`. This
-rewrites those, in every file git tracks, from whatever repository they name now to OWNER/NAME;
-nothing else in any file changes. `--ref` also sets the REF of the Binder links: a tag (`v1.0`)
+rewrites those, in every file git tracks, from the repository the README's links name now to
+OWNER/NAME; nothing else in any file changes. `--ref` also sets the REF of the Binder links: a tag (`v1.0`)
 pins a class to one version, so a push during the term does not change the lessons under the
 students (and Binder builds the image once, not after every push). Without `--ref` the links
 keep the REF they have (`HEAD`: the default branch, rebuilt after each push).
@@ -43,15 +43,15 @@ def tracked_text_files(root: pathlib.Path) -> dict[pathlib.Path, str]:
     return texts
 
 
-def current_repo(texts: dict[pathlib.Path, str]) -> str:
-    """The OWNER/NAME the Binder links name today; they must all name the same one."""
-    found = {f"{m.group(2)}/{m.group(3)}": path for path, text in texts.items()
-             for m in BINDER.finditer(text)}
+def current_repo(root: pathlib.Path) -> str:
+    """The OWNER/NAME the README's Binder links name today (they must all name one). Links
+    elsewhere that name another repository (an example in the docs) are left alone."""
+    readme = root / "README.md"
+    found = {f"{m.group(2)}/{m.group(3)}" for m in BINDER.finditer(readme.read_text(encoding="utf-8"))}
     if len(found) != 1:
-        raise SystemExit("set_repo: expected the Binder links to name one repository, found "
-                         f"{sorted(found) or 'none'} (e.g. in {sorted(map(str, found.values()))[:3]}); "
-                         "edit the odd ones by hand first")
-    return next(iter(found))
+        raise SystemExit(f"set_repo: expected the Binder links of {readme} to name one repository, "
+                         f"found {sorted(found) or 'none'}; edit the odd ones by hand first")
+    return found.pop()
 
 
 def rewrite(text: str, old: str, new: str, ref: str | None) -> str:
@@ -76,7 +76,7 @@ def main(argv: list[str]) -> None:
     if args.ref is not None and not re.fullmatch(REF, args.ref):
         parser.error(f"--ref {args.ref!r} cannot go into a URL as it is (no spaces, ?, #, quotes)")
     texts = tracked_text_files(args.root)
-    old = current_repo(texts)
+    old = current_repo(args.root)
     changed = 0
     for path, text in sorted(texts.items()):
         new_text = rewrite(text, old, args.repo, args.ref)
