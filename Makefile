@@ -49,7 +49,8 @@ test: $(VENV)/.test-installed $(BUNDLE)
 OLDEST_VENV   := .venv-oldest
 OLDEST_NUMPY   = $(shell $(PYTHON) tools/oldest_numpy.py)
 NEEDS_JUPYTER := tests/browser tests/test_aotview.py tests/test_binder.py tests/test_lessons.py \
-                 tests/test_lite.py tests/test_make_lab.py tests/test_memory_compare.py tests/test_names.py \
+                 tests/test_lite.py tests/test_make_lab.py tests/test_measure_lessons.py \
+                 tests/test_memory_compare.py tests/test_names.py \
                  tests/test_no_node.py tests/test_readme.py tests/test_refold.py \
                  tests/test_tapeview.py tests/test_widget_collapse.py tests/test_widget_dot.py \
                  tests/test_widgets_python.py
@@ -100,11 +101,12 @@ bench: $(VENV)/.bench-installed
 student:
 	$(PYTHON) tools/make_student.py lessons student
 
-# A JupyterLite site (Python in the browser, no server) with the lessons and the minigrad wheel.
+# A JupyterLite site (Python in the browser, no server) with the student copies, the minigrad
+# wheel and the widgets' front-end (docs/teaching.md).
 LITE_VENV := .venv-lite
-$(LITE_VENV)/.installed: pyproject.toml
+$(LITE_VENV)/.installed: tools/lite-requirements.txt
 	$(PYTHON) -m venv $(LITE_VENV)
-	$(LITE_VENV)/bin/python -m pip install -q "jupyterlite-core>=0.6" "jupyterlite-pyodide-kernel>=0.6" "jupyter-server>=2.10" "nbformat>=5.9"
+	$(LITE_VENV)/bin/python -m pip install -q -r tools/lite-requirements.txt
 	touch $@
 
 lite: $(LITE_VENV)/.installed $(BUNDLE)
