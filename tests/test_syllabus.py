@@ -29,7 +29,7 @@ def test_six_weeks_cover_every_lesson_once():
     weeks = re.findall(r"^\| (\d) \| ([\d, ]+) \|", SYLLABUS, re.M)
     assert [w for w, _ in weeks] == ["1", "2", "3", "4", "5", "6"]
     taught = [n for _, lessons in weeks for n in lessons.replace(" ", "").split(",")]
-    assert taught == [p.stem[:2] for p in LESSONS] and len(taught) == 13
+    assert taught == [p.stem[:2] for p in LESSONS] and len(taught) == len(LESSONS) >= 13
 
 
 def test_each_lesson_has_objectives_prerequisites_times_and_its_answers():
