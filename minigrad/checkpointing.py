@@ -20,13 +20,13 @@ import itertools
 
 import numpy as np
 
-from . import engine
+from .eager import engine
 from .arena import Pool
-from .checks import check_can_run
+from .eager.guards import check_can_run
 from .errors import BackwardError, MinigradError
-from .function import Function, _creation_counter
+from .eager.function import Function, _creation_counter
 from .modes import modes
-from .variable import Variable
+from .eager.variable import Variable
 
 
 class CheckpointError(MinigradError, RuntimeError):

@@ -30,7 +30,7 @@ import numpy as np
 
 from ..errors import MinigradError
 from ..modes import is_grad_enabled, modes
-from ..variable import OPS, Variable, create_leaf
+from ..eager.variable import OPS, Variable, create_leaf
 from ..ops.multi import linked_output, primary_of
 from .derive import INDEX_NAME
 from .ir import Graph, Operation, TensorInfo

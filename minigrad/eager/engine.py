@@ -9,7 +9,7 @@ The engine reads graphs by duck typing and never imports Variable or Function:
   order), `released` and `release()`.
 
 Both schedulers share `_apply`, the one step that runs a node's backward and hands each parent
-its gradient. The rules (and their error messages) live in checks.py, the step records in
+its gradient. The rules (and their error messages) live in guards.py, the step records in
 steps.py, and memory reuse in the allocators (Pool's use counts): each is one call here.
 """
 from __future__ import annotations
@@ -19,9 +19,9 @@ from typing import Iterator
 
 import numpy as np
 
-from .kernels import sum_to_shape
-from .modes import _debug, modes
-from .checks import (bad_edge, check_all_applied, check_can_run, check_loss, check_no_retain_graph,
+from ..kernels import sum_to_shape
+from ..modes import _debug, modes
+from .guards import (bad_edge, check_all_applied, check_can_run, check_loss, check_no_retain_graph,
                      checked_grads, consumed, negative_count, stepping_roots, unreducible)
 from .steps import Step, accumulate_step, apply_step, expand, seed_steps
 

@@ -14,12 +14,12 @@ import itertools
 
 import numpy as np
 
-from .arena import stale_error
-from .errors import DtypeError, MinigradError, ShapeError
-from .kernels import result_dtype, result_shape
-from .modes import modes
+from ..arena import stale_error
+from ..errors import DtypeError, MinigradError, ShapeError
+from ..kernels import result_dtype, result_shape
+from ..modes import modes
 from .readonly import exposes, guard_saved
-from .checks import creation_site, describe
+from .guards import creation_site, describe
 from .variable import OPS, Variable
 
 _creation_counter = itertools.count()

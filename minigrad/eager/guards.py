@@ -13,10 +13,10 @@ import weakref
 
 import numpy as np
 
-from .arena import stale_error
-from .errors import (AnomalyError, BackwardError, ConversionError, DomainError, DtypeError,
+from ..arena import stale_error
+from ..errors import (AnomalyError, BackwardError, ConversionError, DomainError, DtypeError,
                      InplaceError, InvariantError, ShapeError)
-from .modes import _debug, modes
+from ..modes import _debug, modes
 
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 

@@ -14,14 +14,14 @@ import warnings
 import numpy as np
 
 from . import engine
-from .arena import stale_error
-from .errors import InplaceError, NonLeafGradWarning, ShapeError
-from .modes import modes
-from .names import check_name
-from .checks import (check_leaf_dtype, check_shareable, checked_grad, log_of_base, not_an_array,
+from ..arena import stale_error
+from ..errors import InplaceError, NonLeafGradWarning, ShapeError
+from ..modes import modes
+from ..names import check_name
+from .guards import (check_leaf_dtype, check_shareable, checked_grad, log_of_base, not_an_array,
                      not_numeric, reshaped_while_saved)
 from .readonly import in_live_graph
-from .checks import describe as _describe
+from .guards import describe as _describe
 
 OPS: dict = {}   # op name -> Function subclass, filled by minigrad/ops via function.register
 

@@ -16,11 +16,11 @@ import threading
 
 import numpy as np
 
-from . import ops
-from .errors import DtypeError, ShapeError
-from .modes import name_scope
-from .names import check_name
-from .variable import Variable, create_leaf
+from .. import ops
+from ..errors import DtypeError, ShapeError
+from ..modes import name_scope
+from ..names import check_name
+from ..eager.variable import Variable, create_leaf
 
 __all__ = ["Module", "Linear", "Sequential", "MLP", "ReLU", "Tanh", "Sigmoid"]
 
@@ -269,7 +269,3 @@ class MLP(Sequential):
 
     def __repr__(self) -> str:
         return f"MLP({self.sizes}, activation={self.activation!r})"
-from .nn_transformer import (Attention, Embedding, MoE, RMSNorm, SwiGLU, TinyTransformer,  # noqa: E402
-                             TransformerBlock)
-__all__ += ["Embedding", "RMSNorm", "Attention", "SwiGLU", "MoE", "TransformerBlock",
-            "TinyTransformer"]

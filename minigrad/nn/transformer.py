@@ -24,11 +24,11 @@ import math
 
 import numpy as np
 
-from . import ops
-from .errors import DtypeError, MinigradError, ShapeError
-from .modes import no_grad
-from .nn import Linear, Module, _parameter
-from .variable import Variable, create_leaf
+from .. import ops
+from ..errors import DtypeError, MinigradError, ShapeError
+from ..modes import no_grad
+from .layers import Linear, Module, _parameter
+from ..eager.variable import Variable, create_leaf
 
 __all__ = ["Embedding", "RMSNorm", "Attention", "SwiGLU", "MoE", "TransformerBlock",
            "TinyTransformer", "name_parameters"]

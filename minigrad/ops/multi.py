@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import weakref
 
-from ..variable import Variable
+from ..eager.variable import Variable
 
 # An integer secondary (no node) -> (weak reference to the main Variable, label). Weak both ways:
 # it may be an input of the main node, and a strong value would then keep its own key alive.

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import re
 
-from ..steps import Step, expand, preview
+from ..eager.steps import Step, expand, preview
 from .events import EventLog, values
 from .forward import ForwardEvents
 from .tables import GraphTables, describe

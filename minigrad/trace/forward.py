@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..engine import topo_order
+from ..eager.engine import topo_order
 from .events import EventLog
 from .memory import MemoryEvents
 from .tables import GraphTables, describe
