@@ -10,4 +10,5 @@
 The ops live in minigrad/ops (they import this package; it never imports them), the memory the
 nodes sit on in minigrad/arena.py.
 """
-from . import engine, function, guards, readonly, steps, variable  # noqa: F401  (mg.eager.engine, ...)
+# (each file by its name: mg.eager.engine.run_pending is what lesson 04 prints)
+from . import engine, function, guards, readonly, steps, variable  # noqa: F401

@@ -25,6 +25,12 @@ from .variable import OPS, Variable
 _creation_counter = itertools.count()
 
 
+def next_seq() -> int:
+    """A fresh creation number: every node made after this call has a larger `seq` (so a
+    checkpoint can tell the nodes its segment made from those that were there before)."""
+    return next(_creation_counter)
+
+
 def register(name: str):
     """Class decorator: give the op its name and enter it in the op table (minigrad.OPS)."""
     def enter(cls):
