@@ -331,7 +331,7 @@ def _append(graph: Graph, v: Variable, names: dict, op_type: str, attrs: dict, i
 
 
 def _label(node, out: Variable) -> str:
-    labels = [k for k, ref in getattr(node, "linked_outputs", {}).items() if ref() is out]
+    labels = [k for k, ref in (node.linked_outputs or {}).items() if ref() is out]
     return labels[0] if labels else "out"
 
 

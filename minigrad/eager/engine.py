@@ -191,7 +191,7 @@ def run_pending(loss, stepping: bool, shuffle):
     steps = [] if stepping else None
     while ready:
         node = pick(ready)
-        if stepping and hasattr(node, "recompute_groups"):   # a checkpoint: its own steps
+        if stepping and node.recompute_groups is not None:   # a checkpoint: its own steps
             yield from node.recompute_groups()
         _apply(node, ready, reached, steps)   # appends the parents it made ready
         if stepping:
@@ -222,7 +222,7 @@ def run_topo(loss, stepping: bool, shuffle):
     ready = []   # pending counts still count down, for the views; readiness is not used here
     steps = [] if stepping else None
     for node in reversed(order):
-        if stepping and hasattr(node, "recompute_groups"):   # a checkpoint: its own steps
+        if stepping and node.recompute_groups is not None:   # a checkpoint: its own steps
             yield from node.recompute_groups()
         _apply(node, ready, None, steps)
         if stepping:

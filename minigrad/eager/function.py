@@ -43,9 +43,16 @@ def register(name: str):
 class Function:
     """Base class of ops; an instance is one node of the graph (PyTorch calls it a grad_fn)."""
 
+    # A node's fields. _new_node sets every one (the one place they are set); apply then fills
+    # in the graph's when the node is recorded, and ops/multi.py links a multi-output op's nodes.
+    #   inputs, saved_tensors, grad_output, arena, _last_buffer   what forward and backward use
+    #   released (None: not in a graph; False, then True after backward), pending_count, seq,
+    #   exposes, _locked, _block                                  the node in the graph
+    #   created_at (under detect_anomaly), linked_outputs, main_output (multi-output ops)
+    # Anything else on a node is the op's own data (axes, shapes, flags), in its __dict__.
     __slots__ = ("inputs", "saved_tensors", "pending_count", "grad_output", "seq", "released",
-                 "arena", "_locked", "_block", "_last_buffer", "exposes", "__dict__",
-                 "__weakref__")
+                 "arena", "_locked", "_block", "_last_buffer", "exposes", "created_at",
+                 "linked_outputs", "main_output", "__dict__", "__weakref__")
     name = "function"
     # What the op requires of shapes, quoted when numpy rejects them (subclasses refine it).
     shape_rule = "inputs broadcast numpy-style: shapes are aligned from the right and each pair " \
@@ -55,6 +62,9 @@ class Function:
     # names those words give the inputs.
     grad_text: tuple = ()
     input_names: tuple = ("a", "b", "c")
+    # A node whose backward is a whole walk of its own (a checkpoint's recompute) gives the
+    # engine its groups of steps here, so a stepped backward shows them.
+    recompute_groups = None
 
     @staticmethod
     def forward(ctx, *arrays):
@@ -125,17 +135,15 @@ class Function:
     def apply(cls, *inputs, **params) -> Variable:
         """Run the op on Variables (or constants) and record it in the graph when needed."""
         variables, requires_grad = _variables_of(inputs, cls.name)
-        node = cls()
-        node.inputs, node.saved_tensors, node.grad_output = variables, (), None
-        node.arena, node._last_buffer = modes.allocator, None
+        node = _new_node(cls, variables, modes.allocator)
         out = _forward(node, variables, params)               # 1. numpy computes the output
         block = None
         if node.arena is not None:                            # (on an arena or a pool)
             out, block = _placed(node, out, variables)
         if not (requires_grad and modes.grad_enabled):
             return Variable(out, False, None, None, block)    # 2. wrap it: a constant, no graph
-        node.pending_count, node.released, node._locked = 0, False, None   # 3. or its grad_fn
-        node.seq, node.exposes = next(_creation_counter), exposes(out, variables)
+        node.released, node.seq = False, next(_creation_counter)   # 3. or its grad_fn
+        node.exposes = exposes(out, variables)
         for v in variables:
             if v.grad_fn is not None:                         # one more consumer to wait for
                 v.grad_fn.pending_count += 1
@@ -152,7 +160,7 @@ class Function:
     @property
     def needs_input_grad(self) -> tuple:
         """For each input, whether backward must compute its gradient (others may be skipped)."""
-        recording = hasattr(self, "released") or modes.grad_enabled   # recorded, or about to be
+        recording = self.released is not None or modes.grad_enabled   # recorded, or about to be
         return tuple([recording and v.requires_grad for v in self.inputs])
 
     @classmethod
@@ -182,18 +190,16 @@ class Function:
             self._locked = None
 
     def __repr__(self) -> str:
-        state = "released" if getattr(self, "released", False) else \
-            f"pending_count={getattr(self, 'pending_count', 0)}"
+        state = ("released" if self.released else "not in a graph" if self.released is None
+                 else f"pending_count={self.pending_count}")
         return f"<{self.name} node, {state}>"
 
 
 def graph_root(cls, value: Variable, **ctx) -> Variable:
     """cls's forward of value as a node with no inputs whose output requires grad: a graph
     that starts at a value instead of at a leaf (StopGradient). ctx: attributes of the node."""
-    node = cls()
-    node.inputs, node.saved_tensors, node.grad_output = (), (), None
-    node.arena, node._last_buffer, node._block, node._locked = None, None, None, None
-    node.pending_count, node.released, node.seq = 0, False, next(_creation_counter)
+    node = _new_node(cls, (), None)
+    node.released, node.seq = False, next(_creation_counter)
     node.__dict__.update(ctx)
     if modes.anomaly:
         node.created_at = creation_site()
@@ -233,11 +239,22 @@ def live_nodes() -> int:
     to zero. It walks the garbage collector's object list, so it costs milliseconds, not
     nanoseconds: nothing is counted on the hot path.
     """
+    # (getattr: a node another thread is making at this moment may not have its fields yet)
     return sum(1 for obj in gc.get_objects()
-               if isinstance(obj, Function) and getattr(obj, "released", True) is False)
+               if isinstance(obj, Function) and getattr(obj, "released", None) is False)
 
 
 # -- the steps of apply, each behind one call ---------------------------------------------------
+def _new_node(cls, inputs: tuple, allocator):
+    """A node of op cls with all its fields set, as for a node not (yet) in a graph."""
+    node = cls()
+    node.inputs, node.saved_tensors, node.grad_output = inputs, (), None
+    node.arena, node._last_buffer, node._block, node._locked = allocator, None, None, None
+    node.released, node.pending_count, node.seq, node.exposes = None, 0, -1, False
+    node.created_at = node.linked_outputs = node.main_output = None
+    return node
+
+
 def _variables_of(inputs: tuple, op_name: str) -> tuple:
     """The inputs as Variables (constants wrapped), each checked to be alive, and whether any
     of them requires grad."""

@@ -213,7 +213,7 @@ def check_can_run(node) -> None:
     block = node._block   # None unless the node was recorded inside an arena or pool scope
     if block is not None and not block.alive:
         raise stale_error(f"The graph of {node.name} (needed by backward)", block)
-    guard = getattr(node, "_locked", None)   # saved arrays a user could write (readonly.py)
+    guard = node._locked   # saved arrays a user could write (readonly.py)
     if guard is not None:
         guard.check(node)
     if debug_flag[0] and node.grad_output is None:
@@ -270,7 +270,7 @@ def check_all_applied(nodes) -> None:
 def _check_finite(node, grads) -> None:
     for i, grad in enumerate(grads):
         if grad is not None and not np.all(np.isfinite(grad)):
-            where = getattr(node, "created_at", "an unknown place (created outside detect_anomaly)")
+            where = node.created_at or "an unknown place (created outside detect_anomaly)"
             raise AnomalyError(
                 f"{node.name}.backward produced NaN or Inf in the gradient for input {i} "
                 f"(shape {np.shape(grad)}). The {node.name} op was created at {where}. Look at "

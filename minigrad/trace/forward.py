@@ -108,8 +108,8 @@ class ForwardEvents:
 def ctx_summary(node) -> dict:
     """The node's non-input data (axes, shapes, flags), as JSON scalars and lists."""
     summary = {}
-    for key, value in getattr(node, "__dict__", {}).items():
-        if key.startswith("_") or key == "created_at":
+    for key, value in node.__dict__.items():
+        if key.startswith("_"):
             continue
         if isinstance(value, (bool, int, float, str)) or value is None:
             summary[key] = value
