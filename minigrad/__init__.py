@@ -9,7 +9,8 @@
 """
 from . import check, errors
 from .arena import Arena, Block, Pool, StaleVariableError, current_allocator
-from .eager.engine import Step, accumulate_grad, backward, backward_groups, backward_steps, topo_order
+from .eager.engine import (Step, accumulate_grad, backward, backward_groups, backward_steps,
+                           topo_order)
 from .eager.function import AccumulateGrad, Function, live_nodes, register
 from .modes import is_debug, is_grad_enabled, no_grad, set_debug
 from .ops import gelu, silu

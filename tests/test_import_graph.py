@@ -222,6 +222,6 @@ def test_no_module_imports_a_private_name_of_another():
 
 
 def test_the_engine_never_imports_widgets():
-    offending = [str(e) for e in all_imports()
-                 if e.target.startswith("minigrad.widgets") and not e.source.startswith("minigrad.widgets")]
+    offending = [str(e) for e in all_imports() if e.target.startswith("minigrad.widgets")
+                 and not e.source.startswith("minigrad.widgets")]
     assert not offending, offending

@@ -29,9 +29,9 @@ __all__ = ["Recorder", "record", "trace_of", "values", "SCHEMA", "VERSION"]
 class Recorder:
     """Collects trace events; `trace` is the document so far.
 
-    Each concern is one part (see minigrad/trace/__init__.py): `log` (events and frames), `tables` (the
-    graph), `memory` (arenas and blocks), `forward` and `backward` (their events). The on_*
-    methods are the hooks the engine, the ops and the allocators call.
+    Each concern is one part (see minigrad/trace/__init__.py): `log` (events and frames),
+    `tables` (the graph), `memory` (arenas and blocks), `forward` and `backward` (their events).
+    The on_* methods are the hooks the engine, the ops and the allocators call.
     """
 
     def __init__(self, title: str | None = None):
