@@ -43,16 +43,18 @@ def register(name: str):
 class Function:
     """Base class of ops; an instance is one node of the graph (PyTorch calls it a grad_fn)."""
 
-    # A node's fields. _new_node sets every one (the one place they are set); apply then fills
-    # in the graph's when the node is recorded, and ops/multi.py links a multi-output op's nodes.
-    #   inputs, saved_tensors, grad_output, arena, _last_buffer   what forward and backward use
-    #   released (None: not in a graph; False, then True after backward), pending_count, seq,
-    #   exposes, _locked, _block                                  the node in the graph
-    #   created_at (under detect_anomaly), linked_outputs, main_output (multi-output ops)
+    # A node's fields, all declared here. apply sets the slots: first what forward and backward
+    # use (inputs, saved_tensors, grad_output, arena, _last_buffer, and released = None: not in a
+    # graph), then, when the node is recorded, the graph's (pending_count, released = False,
+    # seq, exposes, _locked, _block). The three fields below the slots are set on few nodes, so
+    # they are class defaults a node overrides (a slot more on every node measured slower).
     # Anything else on a node is the op's own data (axes, shapes, flags), in its __dict__.
     __slots__ = ("inputs", "saved_tensors", "pending_count", "grad_output", "seq", "released",
-                 "arena", "_locked", "_block", "_last_buffer", "exposes", "created_at",
-                 "linked_outputs", "main_output", "__dict__", "__weakref__")
+                 "arena", "_locked", "_block", "_last_buffer", "exposes", "__dict__",
+                 "__weakref__")
+    created_at = None       # where the op ran, under detect_anomaly (guards._check_finite)
+    linked_outputs = None   # a multi-output op's other outputs (ops/multi.py)
+    main_output = None      # on a secondary output's node: (main Variable, label) (ops/multi.py)
     name = "function"
     # What the op requires of shapes, quoted when numpy rejects them (subclasses refine it).
     shape_rule = "inputs broadcast numpy-style: shapes are aligned from the right and each pair " \
@@ -135,15 +137,17 @@ class Function:
     def apply(cls, *inputs, **params) -> Variable:
         """Run the op on Variables (or constants) and record it in the graph when needed."""
         variables, requires_grad = _variables_of(inputs, cls.name)
-        node = _new_node(cls, variables, modes.allocator)
+        node = cls()
+        node.inputs, node.saved_tensors, node.grad_output = variables, (), None
+        node.arena, node._last_buffer, node.released = modes.allocator, None, None
         out = _forward(node, variables, params)               # 1. numpy computes the output
         block = None
         if node.arena is not None:                            # (on an arena or a pool)
             out, block = _placed(node, out, variables)
         if not (requires_grad and modes.grad_enabled):
             return Variable(out, False, None, None, block)    # 2. wrap it: a constant, no graph
-        node.released, node.seq = False, next(_creation_counter)   # 3. or its grad_fn
-        node.exposes = exposes(out, variables)
+        node.pending_count, node.released, node._locked = 0, False, None   # 3. or its grad_fn
+        node.seq, node.exposes = next(_creation_counter), exposes(out, variables)
         for v in variables:
             if v.grad_fn is not None:                         # one more consumer to wait for
                 v.grad_fn.pending_count += 1
@@ -198,8 +202,10 @@ class Function:
 def graph_root(cls, value: Variable, **ctx) -> Variable:
     """cls's forward of value as a node with no inputs whose output requires grad: a graph
     that starts at a value instead of at a leaf (StopGradient). ctx: attributes of the node."""
-    node = _new_node(cls, (), None)
-    node.released, node.seq = False, next(_creation_counter)
+    node = cls()
+    node.inputs, node.saved_tensors, node.grad_output = (), (), None
+    node.arena, node._last_buffer, node._block, node._locked = None, None, None, None
+    node.pending_count, node.released, node.seq = 0, False, next(_creation_counter)
     node.__dict__.update(ctx)
     if modes.anomaly:
         node.created_at = creation_site()
@@ -245,16 +251,6 @@ def live_nodes() -> int:
 
 
 # -- the steps of apply, each behind one call ---------------------------------------------------
-def _new_node(cls, inputs: tuple, allocator):
-    """A node of op cls with all its fields set, as for a node not (yet) in a graph."""
-    node = cls()
-    node.inputs, node.saved_tensors, node.grad_output = inputs, (), None
-    node.arena, node._last_buffer, node._block, node._locked = allocator, None, None, None
-    node.released, node.pending_count, node.seq, node.exposes = None, 0, -1, False
-    node.created_at = node.linked_outputs = node.main_output = None
-    return node
-
-
 def _variables_of(inputs: tuple, op_name: str) -> tuple:
     """The inputs as Variables (constants wrapped), each checked to be alive, and whether any
     of them requires grad."""

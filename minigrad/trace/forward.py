@@ -4,6 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..eager.engine import topo_order
+from ..eager.function import Function
 from ..names import shape_text
 from .events import EventLog
 from .memory import MemoryEvents
@@ -109,7 +110,7 @@ def ctx_summary(node) -> dict:
     """The node's non-input data (axes, shapes, flags), as JSON scalars and lists."""
     summary = {}
     for key, value in node.__dict__.items():
-        if key.startswith("_"):
+        if key.startswith("_") or hasattr(Function, key):   # a node field Function declares
             continue
         if isinstance(value, (bool, int, float, str)) or value is None:
             summary[key] = value
