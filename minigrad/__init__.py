@@ -9,15 +9,16 @@
 """
 from . import check, errors
 from .arena import Arena, Block, Pool, StaleVariableError, current_allocator
-from .engine import Step, accumulate_grad, backward, backward_groups, backward_steps, topo_order
-from .function import AccumulateGrad, Function, live_nodes, register
+from .eager.engine import (Step, accumulate_grad, backward, backward_groups, backward_steps,
+                           topo_order)
+from .eager.function import AccumulateGrad, Function, live_nodes, register
 from .modes import is_debug, is_grad_enabled, no_grad, set_debug
 from .ops import gelu, silu
 from .ops import (add, broadcast_to, concat, cross_entropy, div, exp, getitem, linear, log,
                   log_softmax, matmul, max, mean, mse, mul, neg, pow, relu, reshape, sigmoid,
                   softmax, stack, sub, sum, tanh, transpose)
 from .trace import record, trace_of
-from .variable import OPS, Variable, create_leaf
+from .eager.variable import OPS, Variable, create_leaf
 
 __version__ = "0.1.0"
 

@@ -8,7 +8,7 @@ import numpy as np
 
 from .errors import DtypeError, GradcheckError
 from .modes import modes, no_grad
-from .variable import Variable, create_leaf
+from .eager.variable import Variable, create_leaf
 
 
 def gradcheck(fn: Callable[..., Variable], *inputs, eps: float = 1e-6, atol: float = 1e-5,

@@ -20,13 +20,13 @@ import itertools
 
 import numpy as np
 
-from . import engine
+from .eager import engine
 from .arena import Pool
-from .checks import check_can_run
+from .eager.guards import check_can_run
 from .errors import BackwardError, MinigradError
-from .function import Function, _creation_counter
+from .eager.function import Function, next_seq
 from .modes import modes
-from .variable import Variable
+from .eager.variable import Variable
 
 
 class CheckpointError(MinigradError, RuntimeError):
@@ -145,7 +145,7 @@ def _recompute_and_backward(ctx, grad_output, stepping: bool):
     outer = ctx.inputs
     leaves = [_stand_in(i, a, x, outer, ctx.n_inputs)
               for i, (a, x) in enumerate(zip(ctx.saved_tensors, outer))]
-    first_seq = next(_creation_counter)
+    first_seq = next_seq()
     before = modes.grad_enabled, modes.allocator, modes.scope
     modes.grad_enabled, modes.allocator, modes.scope = True, allocator, ctx.forward_scope
     try:
@@ -160,7 +160,7 @@ def _recompute_and_backward(ctx, grad_output, stepping: bool):
     try:
         if stepping or recorder is not None:
             recomputed = [engine.Step("recompute", ctx, y)]   # the recompute is a step of its own
-            for group in itertools.chain([recomputed], engine._run_pending(seed, True, None)):
+            for group in itertools.chain([recomputed], engine.run_pending(seed, True, None)):
                 if group[0][0] == "done":   # the segment's end is not the end of backward
                     continue
                 if stepping:
@@ -261,7 +261,7 @@ def _run_recorded(fn, inputs: tuple) -> tuple:
     The graph is released and what it allocated taken back before returning."""
     allocator = modes.allocator
     mark = allocator.mark() if allocator is not None else None
-    first_seq = next(_creation_counter)
+    first_seq = next_seq()
     y = _output(fn(*inputs), fn)
     nodes = _segment_graph(y, first_seq)
     params = {}

@@ -22,7 +22,7 @@ from typing import Iterator
 import numpy as np
 
 from .errors import MinigradError
-from .variable import Variable
+from .eager.variable import Variable
 
 
 class DataError(MinigradError, ValueError):

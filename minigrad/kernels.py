@@ -49,6 +49,12 @@ def result_dtype(like: tuple) -> np.dtype:
     return np.result_type(*like)
 
 
+def empty_result(*like, shape=None) -> np.ndarray:
+    """A new array for a result of the operands `like`: their broadcast shape (or `shape`) and
+    numpy's promotion of their dtypes, as numpy would give the op's result."""
+    return np.empty(result_shape(like) if shape is None else shape, result_dtype(like))
+
+
 def permutation(axes, ndim: int) -> tuple:
     """transpose's axes as a permutation of range(ndim): None reverses the axes, and a negative
     axis counts from the end (-1 is ndim - 1). Both the eager op and the aot rule invert this
@@ -126,10 +132,6 @@ def matmul_shape(a: np.ndarray, b: np.ndarray) -> tuple:
     return shape
 
 
-def _result_type(a: np.ndarray, b: np.ndarray) -> np.dtype:
-    return a.dtype if a.dtype is b.dtype else np.result_type(a, b)   # `is`: one dtype, no lookup
-
-
 def matmul_backward(a: np.ndarray, b: np.ndarray, grad_output: np.ndarray, need_a: bool,
                     need_b: bool, buffer):
     """dA = G @ B^T, dB = A^T @ G, with numpy's 1-D promotion rules undone.
@@ -140,8 +142,8 @@ def matmul_backward(a: np.ndarray, b: np.ndarray, grad_output: np.ndarray, need_
     """
     g = grad_output
     if a.ndim == 2 and b.ndim == 2:   # the common case (layers), written straight into buffers
-        grad_a = np.matmul(g, b.T, out=buffer(0, a.shape, _result_type(g, b))) if need_a else None
-        grad_b = np.matmul(a.T, g, out=buffer(1, b.shape, _result_type(a, g))) if need_b else None
+        grad_a = np.matmul(g, b.T, out=buffer(0, a.shape, result_dtype((g, b)))) if need_a else None
+        grad_b = np.matmul(a.T, g, out=buffer(1, b.shape, result_dtype((a, g)))) if need_b else None
         return grad_a, grad_b
     a2 = a[None, :] if a.ndim == 1 else a            # (n,) acts as a row (1, n)
     b2 = b[:, None] if b.ndim == 1 else b            # (n,) acts as a column (n, 1)
@@ -279,8 +281,7 @@ def pow_backward(x: np.ndarray, exponent, grad_output: np.ndarray, out=None) -> 
     """d x^p: g * p * x^(p-1); for p = 0 that is 0 everywhere (x^0 = 1 is constant), also at
     x = 0, where the formula would give 0 * 0^-1 = nan."""
     if exponent == 0:
-        grad = out if out is not None else np.empty(
-            np.broadcast_shapes(x.shape, grad_output.shape), np.result_type(x, grad_output))
+        grad = out if out is not None else empty_result(x, grad_output)
         grad.fill(0)
         return grad
     dtype = np.result_type(x.dtype, grad_output.dtype)   # (explicit dtypes: see divide_total)
@@ -390,7 +391,7 @@ def moe_unpermute_backward_expert_out(grad_output: np.ndarray, routing_weights: 
                                       scatter_indices: np.ndarray, out=None) -> np.ndarray:
     """d_expert_out[scatter_indices[n*K + j]] = routing_weights[n, j] * d_out[n]."""
     n, k = routing_weights.shape
-    grad = np.empty((n * k, grad_output.shape[1]), np.result_type(grad_output, routing_weights)) \
+    grad = empty_result(grad_output, routing_weights, shape=(n * k, grad_output.shape[1])) \
         if out is None else out
     spread = routing_weights[:, :, None] * grad_output[:, None, :]   # (N, K, D): slot j of token n
     grad[scatter_indices] = spread.reshape(n * k, grad_output.shape[1])
@@ -420,7 +421,7 @@ def moe_grouped_gemm(x: np.ndarray, weight: np.ndarray, expert_offsets: np.ndarr
 def moe_grouped_gemm_backward_x(grad_output: np.ndarray, weight: np.ndarray,
                                 expert_offsets: np.ndarray, out=None) -> np.ndarray:
     """d_x[rows of e] = d_out[rows of e] @ weight[e]^T."""
-    grad = np.empty((grad_output.shape[0], weight.shape[1]), np.result_type(grad_output, weight)) \
+    grad = empty_result(grad_output, weight, shape=(grad_output.shape[0], weight.shape[1])) \
         if out is None else out
     for e in range(weight.shape[0]):
         lo, hi = expert_offsets[e], expert_offsets[e + 1]
@@ -432,7 +433,7 @@ def moe_grouped_gemm_backward_weight(grad_output: np.ndarray, x: np.ndarray,
                                      expert_offsets: np.ndarray, out=None) -> np.ndarray:
     """d_weight[e] = x[rows of e]^T @ d_out[rows of e] (zero for an expert with no rows)."""
     experts = expert_offsets.size - 1
-    grad = np.empty((experts, x.shape[1], grad_output.shape[1]), np.result_type(grad_output, x)) \
+    grad = empty_result(grad_output, x, shape=(experts, x.shape[1], grad_output.shape[1])) \
         if out is None else out
     for e in range(experts):
         lo, hi = expert_offsets[e], expert_offsets[e + 1]
@@ -447,7 +448,7 @@ def rmsnorm(x: np.ndarray, weight: np.ndarray, eps: float, out=None, rstd=None) 
     and x's dtype; y has numpy's promotion of x and weight, on the heap as on an arena)."""
     rstd = rms_reciprocal(x, eps, rstd)
     if out is None:
-        out = np.empty(x.shape, np.result_type(x, weight))
+        out = empty_result(x, weight, shape=x.shape)
     y = np.multiply(x, rstd[..., None], out=out)
     y *= weight
     return y, rstd
@@ -534,7 +535,7 @@ def swiglu_backward(gate_up: np.ndarray, grad_output: np.ndarray, out=None) -> n
     """s = sigmoid(gate): d_up = dy gate s, d_gate = dy up s (1 + gate (1 - s)), side by side."""
     f = gate_up.shape[-1] // 2
     gate, up = gate_up[..., :f], gate_up[..., f:]
-    d = np.empty(gate_up.shape, np.result_type(gate_up, grad_output)) if out is None else out
+    d = empty_result(gate_up, grad_output, shape=gate_up.shape) if out is None else out
     d_gate, d_up = d[..., :f], d[..., f:]
     s = sigmoid(gate)
     np.multiply(gate, s, out=d_up)                  # silu(gate)
@@ -633,8 +634,8 @@ def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, causal: bool = True, 
     scores: an optional (B, H, T, T) scratch buffer (a compiled plan's), used and forgotten.
     Plainly, for one block of all rows: e = exp(s - max), out = (e v) / sum(e), lse = log sum(e) + max."""
     qs = np.multiply(q, 1.0 / np.sqrt(q.shape[-1]), dtype=q.dtype)
-    o = np.empty(q.shape, np.result_type(q, v)) if out is None else out
-    lse = np.empty((q.shape[0], q.shape[2], q.shape[1]), np.result_type(q, k)) if lse is None else lse
+    o = empty_result(q, v, shape=q.shape) if out is None else out
+    lse = empty_result(q, k, shape=(q.shape[0], q.shape[2], q.shape[1])) if lse is None else lse
     for start, stop, keys in _blocks(q.shape[1], causal):
         s = _scores(qs, k, (start, stop, keys), causal, scores)
         m = s.max(axis=-1, keepdims=True)
@@ -731,7 +732,7 @@ def flash_attention_backward(qkv: np.ndarray, o: np.ndarray, lse: np.ndarray,
                              grad_output: np.ndarray, causal: bool = True, d_qkv=None,
                              scores=None, ds=None) -> np.ndarray:
     """attention_backward writing dq, dk, dv straight into the views of one packed d_qkv."""
-    d_qkv = np.empty(qkv.shape, np.result_type(qkv, grad_output)) if d_qkv is None else d_qkv
+    d_qkv = empty_result(qkv, grad_output, shape=qkv.shape) if d_qkv is None else d_qkv
     attention_backward(qkv[:, :, 0], qkv[:, :, 1], qkv[:, :, 2], o, lse, grad_output, causal,
                        d_qkv[:, :, 0], d_qkv[:, :, 1], d_qkv[:, :, 2], scores, ds)
     return d_qkv
@@ -742,7 +743,7 @@ def qkv_qk_norm_rope(qkv: np.ndarray, q_weight: np.ndarray, k_weight: np.ndarray
                      q_rstd=None, k_rstd=None) -> tuple:
     """q, k of qkv (B, T, 3, H, Dh) rmsnorm-ed over Dh with their weights, then turned by rope;
     v copied. Returns (qkv_out, q_rstd, k_rstd), the rstds (B, T, H)."""
-    out = np.empty(qkv.shape, np.result_type(qkv, q_weight, k_weight)) if out is None else out
+    out = empty_result(qkv, q_weight, k_weight, shape=qkv.shape) if out is None else out
     rstds = []
     for j, weight, rstd in ((0, q_weight, q_rstd), (1, k_weight, k_rstd)):
         y, rstd = rmsnorm(qkv[:, :, j], weight, eps, rstd=rstd)
@@ -758,7 +759,7 @@ def qkv_qk_norm_rope_backward(qkv_out: np.ndarray, q_weight: np.ndarray, k_weigh
                               d_q_weight=None, d_k_weight=None) -> tuple:
     """For q and k: xhat = rope^-1(out) / w (so w has no zeros), g = rope^-1(dy), then rmsnorm's
     backward at xhat; dv = dy's v part. Returns (d_qkv, d_q_weight, d_k_weight)."""
-    d_qkv = np.empty(qkv_out.shape, np.result_type(qkv_out, grad_output)) if d_qkv is None else d_qkv
+    d_qkv = empty_result(qkv_out, grad_output, shape=qkv_out.shape) if d_qkv is None else d_qkv
     d_weights = []
     for j, weight, rstd, d_weight in ((0, q_weight, q_rstd, d_q_weight),
                                       (1, k_weight, k_rstd, d_k_weight)):

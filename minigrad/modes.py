@@ -30,17 +30,19 @@ class _ThreadModes(threading.local):
 
 
 modes = _ThreadModes()
-_debug = [os.environ.get("MINIGRAD_DEBUG", "") not in ("", "0")]
+# The debug switch, for all threads: a one-element list, so the engine's hot paths read
+# debug_flag[0] (no call) and set_debug changes it in place for every module that imported it.
+debug_flag = [os.environ.get("MINIGRAD_DEBUG", "") not in ("", "0")]
 
 
 def is_debug() -> bool:
     """True when the engine asserts its invariants (pending counts, one apply per node, ...)."""
-    return _debug[0]
+    return debug_flag[0]
 
 
 def set_debug(flag: bool) -> bool:
     """Turn the invariant assertions on or off for all threads; returns the previous setting."""
-    previous, _debug[0] = _debug[0], bool(flag)
+    previous, debug_flag[0] = debug_flag[0], bool(flag)
     return previous
 
 

@@ -1,5 +1,5 @@
 """Names: the one check every name a user gives passes (leaves, scopes, modules, allocators,
-trace titles), wherever it enters.
+trace titles), wherever it enters; and the one way a shape is written beside a name.
 
 A name travels far: into a trace (a JSON string), a DOT label, an HTML page written as UTF-8.
 So it must be a string, and a string all of those can carry: no lone surrogate (no UTF-8 for
@@ -52,4 +52,9 @@ def _unprintable(name: str, where: str, i: int, c: str) -> NameValueError:
         f"surrogates. Fix: remove that character from the name.")
 
 
-__all__ = ["check_name", "NameTypeError", "NameValueError"]
+def shape_text(shape) -> str:
+    """A shape as traces and drawings write it beside a name: "3x2", or "scalar" for ()."""
+    return "x".join(str(n) for n in shape) or "scalar"
+
+
+__all__ = ["check_name", "shape_text", "NameTypeError", "NameValueError"]

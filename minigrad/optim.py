@@ -18,7 +18,7 @@ import math
 import numpy as np
 
 from .errors import InplaceError
-from .variable import Variable
+from .eager.variable import Variable
 
 __all__ = ["Optimizer", "SGD", "Adam"]
 

@@ -10,7 +10,7 @@ import pytest
 
 import minigrad as mg
 from minigrad import aot
-from minigrad.variable import OPS
+from minigrad.eager.variable import OPS
 
 RNG = np.random.default_rng(24)
 P1, P0 = np.array(1.01182162), np.array(1.13696169)

@@ -13,7 +13,7 @@ import minigrad as mg
 from minigrad import check
 from minigrad.checkpointing import CheckpointError
 
-SCHEMA = json.loads((pathlib.Path(mg.__file__).parent / "trace.schema.json").read_text())
+SCHEMA = json.loads((pathlib.Path(mg.__file__).parent / "trace" / "trace.schema.json").read_text())
 WIDTH = 6
 
 

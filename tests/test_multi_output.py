@@ -12,9 +12,9 @@ capture_module = __import__("sys").modules["minigrad.aot.capture"]
 from minigrad.aot import execute
 from minigrad.aot.document import aot_document
 from minigrad.aot.ir import TensorInfo
-from minigrad.function import Function
+from minigrad.eager.function import Function
 from minigrad.ops.multi import link_outputs, linked_output, primary_of
-from minigrad.variable import OPS, Variable
+from minigrad.eager.variable import OPS, Variable
 
 RNG = np.random.default_rng(7)
 

@@ -12,7 +12,7 @@ import pytest
 
 import minigrad as mg
 
-SCHEMA = json.loads((pathlib.Path(mg.__file__).parent / "trace.schema.json").read_text())
+SCHEMA = json.loads((pathlib.Path(mg.__file__).parent / "trace" / "trace.schema.json").read_text())
 FIXTURES = pathlib.Path(__file__).parent.parent / "widgets" / "test" / "fixtures"
 
 

@@ -23,7 +23,7 @@ from golden import TOLERANCES, assert_same_document, first_difference, tolerance
 sys.path.insert(0, str(pathlib.Path(__file__).parent / "trace_golden"))
 from scenarios import SCENARIOS, dump, fixture  # noqa: E402
 
-SCHEMA = json.loads((pathlib.Path(mg.__file__).parent / "trace.schema.json").read_text())
+SCHEMA = json.loads((pathlib.Path(mg.__file__).parent / "trace" / "trace.schema.json").read_text())
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS, ids=lambda s: s.__name__)

@@ -30,7 +30,7 @@ import numpy as np
 
 from ..errors import MinigradError
 from ..modes import is_grad_enabled, modes
-from ..variable import OPS, Variable, create_leaf
+from ..eager.variable import OPS, Variable, create_leaf
 from ..ops.multi import linked_output, primary_of
 from .derive import INDEX_NAME
 from .ir import Graph, Operation, TensorInfo
@@ -331,7 +331,7 @@ def _append(graph: Graph, v: Variable, names: dict, op_type: str, attrs: dict, i
 
 
 def _label(node, out: Variable) -> str:
-    labels = [k for k, ref in getattr(node, "linked_outputs", {}).items() if ref() is out]
+    labels = [k for k, ref in (node.linked_outputs or {}).items() if ref() is out]
     return labels[0] if labels else "out"
 
 

@@ -23,7 +23,7 @@ import numpy as np
 from .. import kernels
 from ..errors import DtypeError, MinigradError
 from ..ops.loss import check_class_targets, check_mse_shapes
-from ..variable import Variable
+from ..eager.variable import Variable
 from . import placement
 from .capture import named_params
 from .ir import Graph, TensorInfo, is_saved, unsaved

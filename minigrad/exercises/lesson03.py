@@ -97,8 +97,8 @@ def _out_of_order(order: list, position: dict):
 
 def _problem(result, reference: list):
     """None if result is a valid order of the reachable nodes, else (what is wrong, hint)."""
-    from ..function import AccumulateGrad, Function
-    from ..variable import Variable
+    from ..eager.function import AccumulateGrad, Function
+    from ..eager.variable import Variable
 
     try:
         order = list(result)
@@ -151,7 +151,7 @@ def _problem(result, reference: list):
 # -- the check ---------------------------------------------------------------------------------------
 def check_topo_sort(topo_sort) -> bool:
     """Grade topo_sort(loss) on small graphs, random graphs and a 10,000-op chain."""
-    from ..engine import topo_order
+    from ..eager.engine import topo_order
 
     name = "check_topo_sort"
     count, chain_seconds = 0, 0.0

@@ -11,8 +11,8 @@ import random
 
 import numpy as np
 
-from ..engine import backward
-from ..variable import create_leaf
+from ..eager.engine import backward
+from ..eager.variable import create_leaf
 from ._report import StudentError, call, failed, passed
 
 CHECK = "check_pending_backward"

@@ -10,8 +10,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..check import gradcheck
-from ..function import Function
-from ..variable import create_leaf
+from ..eager.function import Function
+from ..eager.variable import create_leaf
 from ._report import StudentError, call, failed, passed
 
 CHECK = "check_softplus"

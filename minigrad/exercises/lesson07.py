@@ -17,12 +17,12 @@ import numpy as np
 
 from ..arena import Arena
 from ..data import digits_split
-from ..function import live_nodes
+from ..eager.function import live_nodes
 from ..modes import no_grad
 from ..nn import MLP
 from ..ops import cross_entropy
 from ..trace import record
-from ..variable import Variable, create_leaf
+from ..eager.variable import Variable, create_leaf
 from ._report import StudentError, call, failed, passed
 
 CHECK = "check_evaluate"

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..tape import Tape
-from ..variable import create_leaf
+from ..eager.variable import create_leaf
 from ._report import StudentError, call, failed, passed
 
 CHECK = "check_reverse_loop"

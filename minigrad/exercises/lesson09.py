@@ -17,7 +17,7 @@ import numpy as np
 from ..arena import Pool
 from ..checkpointing import checkpoint
 from ..ops import linear, mse, relu
-from ..variable import create_leaf
+from ..eager.variable import create_leaf
 from ._report import StudentError, call, failed, passed
 
 CHECK = "check_fit_budget"

@@ -13,7 +13,7 @@ import types
 
 import numpy as np
 
-from ..function import Function
+from ..eager.function import Function
 from .. import kernels
 from ._report import StudentError, call, call_own, failed, passed
 

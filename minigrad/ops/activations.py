@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from .. import kernels
-from ..function import Function, register
+from ..eager.function import Function, register
 
 
 @register("silu")

@@ -6,7 +6,7 @@ import numpy as np
 
 from .. import kernels
 from ..errors import DtypeError
-from ..function import Function, register
+from ..eager.function import Function, register
 
 
 @register("add")

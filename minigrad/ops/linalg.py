@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..function import Function, register
+from ..eager.function import Function, register
 from ..kernels import matmul_backward, matmul_shape, result_dtype
 
 _MATMUL_RULE = ("matmul contracts the last axis of a with the second-to-last axis of b: "

@@ -5,7 +5,7 @@ import numpy as np
 
 from .. import kernels
 from ..errors import DtypeError, ShapeError, TargetError
-from ..function import Function, register
+from ..eager.function import Function, register
 
 
 @register("softmax")

@@ -21,8 +21,8 @@ import numpy as np
 
 from .. import kernels
 from ..errors import DtypeError, ShapeError
-from ..function import Function, register
-from ..variable import Variable
+from ..eager.function import Function, register
+from ..eager.variable import Variable
 from .multi import link_outputs
 
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import weakref
 
-from ..variable import Variable
+from ..eager.variable import Variable
 
 # An integer secondary (no node) -> (weak reference to the main Variable, label). Weak both ways:
 # it may be an input of the main node, and a strong value would then keep its own key alive.
@@ -44,7 +44,7 @@ def link_outputs(main: Variable, **secondaries: Variable) -> None:
 
 def primary_of(v: Variable):
     """(main Variable, label) when v is a secondary output of a multi-output op, else None."""
-    found = getattr(v.grad_fn, "main_output", None)
+    found = v.grad_fn.main_output if v.grad_fn is not None else None
     if found is not None:
         return found
     found = _PRIMARY.get(v)
@@ -58,6 +58,6 @@ def linked_output(node, label: str, default=None):
 
     (A default argument, not `linked_output(...) or default`: a Variable of several elements has
     no truth value, as in numpy.)"""
-    ref = getattr(node, "linked_outputs", {}).get(label)
+    ref = node.linked_outputs.get(label) if node.linked_outputs else None
     found = ref() if ref is not None else None
     return default if found is None else found

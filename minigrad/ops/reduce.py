@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..function import Function, register
+from ..eager.function import Function, register
 from ..kernels import averaged_count, divide_total, max_backward
 
 _AXIS_RULE = "axis must be None, an int or a tuple of ints within the input's dimensions"

@@ -5,7 +5,7 @@ import numpy as np
 
 from .. import kernels
 from ..errors import ShapeError
-from ..function import Function, graph_root, register
+from ..eager.function import Function, graph_root, register
 
 
 @register("reshape")

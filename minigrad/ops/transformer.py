@@ -20,8 +20,8 @@ import numpy as np
 
 from .. import kernels
 from ..errors import DtypeError, MinigradError, ShapeError
-from ..function import Function, register
-from ..variable import OPS, Variable
+from ..eager.function import Function, register
+from ..eager.variable import OPS, Variable
 from .multi import link_outputs
 
 

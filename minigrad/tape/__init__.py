@@ -2,9 +2,9 @@
 
     from minigrad.tape import Tape, TensorTape
 """
-from .core import Instr, SlotError, SlotValueError, StaleSlotError, Tape, TapeStep
+from .core import Instr, SlotValueError, Tape, TapeStep
 from .rules import OP_NAMES, RULES
-from .slots import Slot
+from .slots import Slot, SlotError, StaleSlotError
 from .tensor import TensorTape
 
 __all__ = ["Tape", "TensorTape", "Slot", "Instr", "TapeStep", "SlotError", "SlotValueError", "StaleSlotError",

@@ -26,7 +26,7 @@ import numpy as np
 from ..errors import BackwardError, DtypeError, InplaceError, MinigradError
 from ..names import check_name
 from .rules import OP_NAMES, RULES, Add, Cos, Div, Exp, Log, Mul, Neg, Pow, Relu, Sin, Sub, Tanh
-from .slots import Slot
+from .slots import Slot, SlotError, StaleSlotError
 
 ADD, SUB, MUL, DIV, NEG, POW, SIN, COS, EXP, LOG, TANH, RELU = range(12)
 BINARY = 4          # op codes below this take two slots
@@ -48,14 +48,6 @@ class TapeStep(NamedTuple):
     grad_writes: tuple            # (slot, its grad after this step) for every grad it wrote
     remaining: tuple              # use count of every slot after this step
     freed: tuple                  # slots whose value is no longer needed (and not a var)
-
-
-class SlotError(MinigradError, TypeError):
-    """Something that is not a slot of this tape was given where a slot is needed."""
-
-
-class StaleSlotError(MinigradError, RuntimeError):
-    """A slot handed out before tape.reset() was used after it."""
 
 
 class SlotValueError(MinigradError, ValueError):

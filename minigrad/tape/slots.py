@@ -3,16 +3,28 @@
 A Slot is (tape, index, generation) and nothing else: its value and grad live in the tape's lists
 (the slot table is the truth). Operators record ops on the tape; a plain number on either side
 becomes a const slot. Every use checks that the tape has not been reset since the slot was made.
+The errors of a slot misused live here too, so that the tape (core.py) imports this module and
+this module needs nothing from the tape.
 """
 from __future__ import annotations
 
 from numbers import Real
+
+from ..errors import MinigradError
 
 # numpy's ufuncs for the operators a Slot has: (the method when the slot is on the left, on the
 # right). `np.ones(3) * slot` reaches Slot.__array_ufunc__ as np.multiply(array, slot).
 OPERATORS = {"add": ("__add__", "__radd__"), "subtract": ("__sub__", "__rsub__"),
              "multiply": ("__mul__", "__rmul__"), "divide": ("__truediv__", "__rtruediv__"),
              "power": ("__pow__", "__rpow__"), "negative": ("__neg__", None)}
+
+
+class SlotError(MinigradError, TypeError):
+    """Something that is not a slot of this tape was given where a slot is needed."""
+
+
+class StaleSlotError(MinigradError, RuntimeError):
+    """A slot handed out before tape.reset() was used after it."""
 
 
 class Slot:
@@ -91,7 +103,6 @@ class Slot:
         return self.tape.pow(self, exponent)
 
     def __rpow__(self, base):
-        from .core import SlotError
         raise SlotError(f"{base!r} ** slot {self.index}: pow takes a constant exponent only. Fix: "
                         f"write tape.exp(slot * math.log({base!r})).")
 
@@ -121,8 +132,7 @@ class Slot:
         slot's own (the array becomes one const slot, as a number does) and the rest is refused."""
         names = OPERATORS.get(ufunc.__name__) if method == "__call__" and not kwargs else None
         if names is None:
-            from .core import SlotError
-            raise SlotError(f"np.{ufunc.__name__}{'' if method == '__call__' else '.' + method}"
+                raise SlotError(f"np.{ufunc.__name__}{'' if method == '__call__' else '.' + method}"
                             f" on slot {self.index}: numpy functions do not record on the tape. "
                             f"Fix: use an operator (+ - * / **) or the slot's own op: "
                             f"slot.sin() .cos() .exp() .log() .tanh() .relu().")

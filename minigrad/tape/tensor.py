@@ -25,7 +25,8 @@ from numbers import Real
 from ..arena import Pool
 from ..errors import DtypeError, ShapeError
 from ..kernels import sum_to_shape
-from .core import SlotError, Tape, float64_of
+from .core import Tape, float64_of
+from .slots import SlotError
 
 
 class TensorTape(Tape):

@@ -9,7 +9,8 @@ import graphviz
 import traitlets
 
 from ._base import MAX_NODES, TraceWidget, too_big_message
-from .dot import _label, _shape
+from ..names import shape_text
+from .dot import multiline_label
 
 TENSOR_STYLE = {
     "input": {"shape": "box", "style": "filled", "fillcolor": "#e5e7eb"},
@@ -65,10 +66,10 @@ def to_aot_dot(document: dict) -> str:
                 if node["type"] == "op":
                     kind = "accumulate" if node.get("kind") == "accumulate" else graph
                     style = OP_STYLE[kind]
-                    label = _label("+" if kind == "accumulate" else node["label"])
+                    label = multiline_label("+" if kind == "accumulate" else node["label"])
                 else:
                     style = TENSOR_STYLE[node["role"]]
-                    label = _label(node["label"], _shape(node.get("shape") or []))
+                    label = multiline_label(node["label"], shape_text(node.get("shape") or []))
                 cluster.node(node["id"], label=label, id=node["id"],
                              **{"class": _node_css(node)}, **style)
     for index, edge in enumerate(document["edges"]):

@@ -9,6 +9,7 @@ from collections import Counter
 
 import graphviz
 
+from ..names import shape_text
 from .collapse import BOX, FRAME, all_scopes, representative
 
 STYLE = {
@@ -36,14 +37,10 @@ def _text(text: str) -> str:
     return graphviz.escape(text.replace("&", "&amp;"))
 
 
-def _label(*parts: str) -> str:
+def multiline_label(*parts: str) -> str:
     """A multi-line label of user text (never an HTML-like label, even when it is one part
     that starts with "<" and ends with ">")."""
     return graphviz.nohtml("\\n".join(_text(p) for p in parts if p))
-
-
-def _shape(shape: list) -> str:
-    return "x".join(str(n) for n in shape) or "scalar"
 
 
 FRAME_STYLE = {"class": "scope-frame", "style": "rounded,dashed", "color": "#9ca3af",
@@ -87,10 +84,10 @@ def to_dot(trace: dict, *, show_saved: bool = True, fold: dict | None = None) ->
             continue
         if node["type"] == "variable":
             style = STYLE[node["role"]]
-            label = _label(node["label"], _shape(node["shape"]))
+            label = multiline_label(node["label"], shape_text(node["shape"]))
             css = f"var {node['role']}"
         else:
-            style, label, css = STYLE["op"], _label(node["label"]), "op"
+            style, label, css = STYLE["op"], multiline_label(node["label"]), "op"
         graph = frames[path[-1]] if path else dot
         graph.node(node["id"], label=label, id=node["id"], **{"class": css}, **style)
     for box_id, box in (fold["boxes"] if fold else {}).items():
@@ -99,7 +96,7 @@ def to_dot(trace: dict, *, show_saved: bool = True, fold: dict | None = None) ->
         kind = f"kind {box['kind']} (x{box['alike']})" if box["kind"] else ""
         (frames[around] if around else dot).node(
             names[box_id],
-            label=_label(scope, f"{len(box['members'])} nodes, {box['ops']} ops", kind),
+            label=multiline_label(scope, f"{len(box['members'])} nodes, {box['ops']} ops", kind),
             id=_text(box_id), group=box_group(around), **{"class": "scope"}, **STYLE["scope"])
     _attach_frames(dot, frames, paths)
     for source, target, attrs in _edges(trace, where, show_saved):
@@ -145,7 +142,7 @@ def box_group(around: str | None) -> str:
 def _frames(order: list, opened: set) -> dict:
     """scope -> a cluster subgraph, for every open scope (its frame: click it to close)."""
     return {scope: graphviz.Digraph(name=f"cluster_{k}", graph_attr={
-                "label": _label(scope), "id": _text(FRAME + scope), **FRAME_STYLE})
+                "label": multiline_label(scope), "id": _text(FRAME + scope), **FRAME_STYLE})
             for k, scope in enumerate(order) if scope in opened}
 
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 import traitlets
 
 from ..arena import Arena, Pool
-from ..engine import compact_groups
+from ..eager.engine import compact_groups
 from ..modes import modes
 from ..names import check_name
 from ..trace import Recorder
-from ..variable import Variable
+from ..eager.variable import Variable
 from ._base import TraceWidget
 from .collapse import (FRAME, NODE_BUDGET as MAX_NODES, close_with_children, folding,
                        open_with_parents, scope_table, without_orphans)

@@ -1,5 +1,5 @@
 """Scenarios whose trace documents are pinned in this folder (see tests/test_trace_golden.py):
-a refactor of minigrad/trace.py must leave every one unchanged, every field exactly but the
+a refactor of minigrad/trace/ must leave every one unchanged, every field exactly but the
 floats, which must agree within their dtype's tolerance (tests/golden.py).
 
 Each scenario returns a list of documents: several when a trace is read half way (the stepper
@@ -14,7 +14,7 @@ import pathlib
 import numpy as np
 
 import minigrad as mg
-from minigrad.engine import compact_groups
+from minigrad.eager.engine import compact_groups
 from minigrad.trace import Recorder
 
 HERE = pathlib.Path(__file__).parent

@@ -24,11 +24,11 @@ import math
 
 import numpy as np
 
-from . import ops
-from .errors import DtypeError, MinigradError, ShapeError
-from .modes import no_grad
-from .nn import Linear, Module, _parameter
-from .variable import Variable, create_leaf
+from .. import ops
+from ..errors import DtypeError, MinigradError, ShapeError
+from ..modes import no_grad
+from .layers import Linear, Module, parameter
+from ..eager.variable import Variable, create_leaf
 
 __all__ = ["Embedding", "RMSNorm", "Attention", "SwiGLU", "MoE", "TransformerBlock",
            "TinyTransformer", "name_parameters"]
@@ -66,7 +66,7 @@ class Embedding(Module):
         self.vocab = _check_int("Embedding(vocab, dim)", "vocab", vocab)
         self.dim = _check_int("Embedding(vocab, dim)", "dim", dim)
         weight = _rng(seed).normal(0.0, 1.0, size=(self.vocab, self.dim))
-        self.weight = _parameter(weight.astype(dtype), "embedding.weight", arena)
+        self.weight = parameter(weight.astype(dtype), "embedding.weight", arena)
 
     def forward(self, ids):
         data = ids.data if isinstance(ids, Variable) else np.asarray(ids)
@@ -94,7 +94,7 @@ class RMSNorm(Module):
             raise ShapeError(f"RMSNorm(eps={eps!r}): eps must be positive; it keeps 1/sqrt(.) "
                              f"finite on a row of zeros. Fix: eps=1e-6.")
         self.eps = float(eps)
-        self.weight = _parameter(np.ones(self.dim, dtype), "rmsnorm.weight", arena)
+        self.weight = parameter(np.ones(self.dim, dtype), "rmsnorm.weight", arena)
 
     def forward(self, x, residual=None):
         if tuple(x.shape)[-1:] != (self.dim,):
@@ -185,10 +185,10 @@ class MoE(Module):
         rng = _rng(seed)
         self.router = Linear(dim, n_experts, bias=False, seed=rng, dtype=dtype, arena=arena)
         bound_up, bound_down = math.sqrt(6.0 / dim), math.sqrt(6.0 / hidden)
-        self.gate_up_weight = _parameter(
+        self.gate_up_weight = parameter(
             rng.uniform(-bound_up, bound_up, (n_experts, dim, 2 * hidden)).astype(dtype),
             "experts.gate_up.weight", arena)
-        self.down_weight = _parameter(
+        self.down_weight = parameter(
             rng.uniform(-bound_down, bound_down, (n_experts, hidden, dim)).astype(dtype),
             "experts.down.weight", arena)
 
@@ -246,7 +246,7 @@ class TinyTransformer(Module):
                                         dtype=dtype, arena=arena) for _ in range(n_layers)]
         self.norm = RMSNorm(dim, dtype=dtype, arena=arena)
         head = rng.normal(0.0, 1.0 / math.sqrt(dim), size=(dim, vocab)).astype(dtype)
-        self.lm_head = _parameter(head, "lm_head", arena)
+        self.lm_head = parameter(head, "lm_head", arena)
         for blk in self.blocks[1:]:   # one rotary table for all layers: one constant in aot
             blk.attn.freqs = self.blocks[0].attn.freqs
         name_parameters(self)

@@ -3,10 +3,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..engine import topo_order
+from ..eager.engine import topo_order
+from ..eager.function import Function
+from ..names import shape_text
 from .events import EventLog
 from .memory import MemoryEvents
-from .tables import GraphTables, describe
+from .tables import GraphTables, sentence_name
 
 
 class ForwardEvents:
@@ -54,11 +56,11 @@ class ForwardEvents:
                 count = int(v.grad_fn.pending_count)
                 nodes[parent_id]["pending_count"] = count
                 pending.append({"node": parent_id, "count": count})
-        names = ", ".join(describe(v) for v in node.inputs)
+        names = ", ".join(sentence_name(v) for v in node.inputs)
         saves = ", ".join(e["what"] for e in saved) or "nothing"
         counts = "".join(f"; {nodes[p['node']]['name']} now has pending count {p['count']}"
                          for p in pending)
-        shape = "x".join(str(n) for n in output._data.shape) or "scalar"
+        shape = shape_text(output._data.shape)
         again = "recompute: " if log.phase == "recompute" else ""
         log.event("op", node=op_id, output=out_id, pending=pending,
                   text=f"{again}{node.name}({names}) -> {shape}; saves {saves}{counts}.")
@@ -80,7 +82,7 @@ class ForwardEvents:
             return
         if root.released:
             raise ValueError(
-                f"the graph of {describe(variable)} was consumed by backward(), which "
+                f"the graph of {sentence_name(variable)} was consumed by backward(), which "
                 f"frees it; draw or step it before calling backward, or run forward again.")
         outputs = {root: variable}
         for node in topo_order(root):
@@ -107,8 +109,8 @@ class ForwardEvents:
 def ctx_summary(node) -> dict:
     """The node's non-input data (axes, shapes, flags), as JSON scalars and lists."""
     summary = {}
-    for key, value in getattr(node, "__dict__", {}).items():
-        if key.startswith("_") or key == "created_at":
+    for key, value in node.__dict__.items():
+        if key.startswith("_") or hasattr(Function, key):   # a node field Function declares
             continue
         if isinstance(value, (bool, int, float, str)) or value is None:
             summary[key] = value

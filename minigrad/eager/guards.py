@@ -13,31 +13,26 @@ import weakref
 
 import numpy as np
 
-from .arena import stale_error
-from .errors import (AnomalyError, BackwardError, ConversionError, DomainError, DtypeError,
+from ..arena import stale_error
+from ..errors import (AnomalyError, BackwardError, ConversionError, DomainError, DtypeError,
                      InplaceError, InvariantError, ShapeError)
-from .modes import _debug, modes
+from ..modes import debug_flag, modes
 
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 
 
 # -- naming things in messages ---------------------------------------------------------------------
-def describe(variable) -> str:
-    """A Variable as the op layer names it: its name, or what made it, and its shape."""
-    if variable.name:
-        return f"Variable {variable.name!r} (shape {variable.shape})"
-    if variable.grad_fn is not None:
-        return f"the output of {variable.grad_fn.name} (shape {variable.shape})"
-    return f"a leaf Variable of shape {variable.shape}"
-
-
-def label(variable) -> str:
-    """A Variable as backward names it (no shape: the message gives the one that matters)."""
-    name = getattr(variable, "name", None)
-    if name:
-        return f"Variable {name!r}"
+def describe(variable, with_shape: bool = True) -> str:
+    """A Variable as messages name it: its name, or what made it, then its shape (left out when
+    the message gives the shape that matters)."""
     fn = variable.grad_fn
-    return f"the output of {fn.name}" if fn is not None else "a leaf Variable"
+    who = (f"Variable {variable.name!r}" if variable.name
+           else f"the output of {fn.name}" if fn is not None else "a leaf Variable")
+    if not with_shape:
+        return who
+    if variable.name or fn is not None:
+        return f"{who} (shape {variable.shape})"
+    return f"{who} of shape {variable.shape}"
 
 
 # -- leaves ----------------------------------------------------------------------------------------
@@ -139,13 +134,15 @@ def check_loss(loss):
     """The loss backward starts from: a scalar that requires grad, whose graph is not consumed
     and not being stepped through. Returns its node (None for a leaf loss)."""
     if not loss.requires_grad:
+        who = describe(loss, with_shape=False)
         raise BackwardError(
-            f"backward() on {label(loss)}, which does not require grad: nothing in its graph is a "
+            f"backward() on {who}, which does not require grad: nothing in its graph is a "
             f"parameter. Create the parameters with create_leaf(..., requires_grad=True) and make "
             f"sure the loss was not computed under no_grad().")
     if loss._data.size != 1:
+        who = describe(loss, with_shape=False)
         raise BackwardError(
-            f"backward() on {label(loss)} of shape {loss._data.shape}: backward is defined for "
+            f"backward() on {who} of shape {loss._data.shape}: backward is defined for "
             f"scalar losses only. Reduce it first, e.g. loss.sum().backward() or "
             f"loss.mean().backward().")
     root = loss.grad_fn
@@ -194,13 +191,15 @@ def consumed(node, shared: bool = False) -> BackwardError:
 def stepping_in_progress(loss, state: str) -> BackwardError:
     """state: "running" (a stepped backward is half way) or "stopped" (it was closed half way)."""
     if state == "stopped":
+        who = describe(loss, with_shape=False)
         return BackwardError(
-            f"backward() on {label(loss)}: a stepped backward of this graph (backward_steps() or a "
+            f"backward() on {who}: a stepped backward of this graph (backward_steps() or a "
             f"BackwardStepper) was closed half way (or stopped by an error), so the graph is partly "
             f"consumed and its leaf grads are partial. Fix: zero_grad(), run forward again and call backward on the new "
             f"loss.")
+    who = describe(loss, with_shape=False)
     return BackwardError(
-        f"backward() on {label(loss)}: a stepped backward of this graph is in progress (a "
+        f"backward() on {who}: a stepped backward of this graph is in progress (a "
         f"BackwardStepper or a backward_steps() generator has run part of it). Rule: one backward "
         f"consumes a graph, and that one has not finished. Fix: finish it, stepper.finish() or "
         f"`for _ in steps: pass` (the leaf grads are then complete); or close the generator, "
@@ -214,10 +213,10 @@ def check_can_run(node) -> None:
     block = node._block   # None unless the node was recorded inside an arena or pool scope
     if block is not None and not block.alive:
         raise stale_error(f"The graph of {node.name} (needed by backward)", block)
-    guard = getattr(node, "_locked", None)   # saved arrays a user could write (readonly.py)
+    guard = node._locked   # saved arrays a user could write (readonly.py)
     if guard is not None:
         guard.check(node)
-    if _debug[0] and node.grad_output is None:
+    if debug_flag[0] and node.grad_output is None:
         raise InvariantError(f"{node.name}: applied before its output gradient arrived "
                              f"(scheduler bug: a node runs only after a consumer sent a gradient).")
 
@@ -251,16 +250,17 @@ def negative_count(fn, count: int) -> InvariantError:
 
 
 def unreducible(variable, grad) -> ShapeError:
+    who = describe(variable, with_shape=False)
     return ShapeError(
         f"accumulate_grad: a gradient of shape {grad.shape} cannot be reduced to the shape "
-        f"{variable._data.shape} of {label(variable)}. Rule: a backward returns, for each input, "
+        f"{variable._data.shape} of {who}. Rule: a backward returns, for each input, "
         f"a gradient of the input's shape or of a shape it broadcasts to. Fix the backward of "
         f"the op that consumed this variable.")
 
 
 def check_all_applied(nodes) -> None:
     """Debug mode: backward ran every node it reached."""
-    if not _debug[0]:
+    if not debug_flag[0]:
         return
     missed = [n.name for n in nodes if not n.released]
     if missed:
@@ -270,7 +270,7 @@ def check_all_applied(nodes) -> None:
 def _check_finite(node, grads) -> None:
     for i, grad in enumerate(grads):
         if grad is not None and not np.all(np.isfinite(grad)):
-            where = getattr(node, "created_at", "an unknown place (created outside detect_anomaly)")
+            where = node.created_at or "an unknown place (created outside detect_anomaly)"
             raise AnomalyError(
                 f"{node.name}.backward produced NaN or Inf in the gradient for input {i} "
                 f"(shape {np.shape(grad)}). The {node.name} op was created at {where}. Look at "

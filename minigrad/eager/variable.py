@@ -14,14 +14,13 @@ import warnings
 import numpy as np
 
 from . import engine
-from .arena import stale_error
-from .errors import InplaceError, NonLeafGradWarning, ShapeError
-from .modes import modes
-from .names import check_name
-from .checks import (check_leaf_dtype, check_shareable, checked_grad, log_of_base, not_an_array,
-                     not_numeric, reshaped_while_saved)
+from ..arena import stale_error
+from ..errors import InplaceError, NonLeafGradWarning, ShapeError
+from ..modes import modes
+from ..names import check_name
+from .guards import (check_leaf_dtype, check_shareable, checked_grad, describe, log_of_base,
+                     not_an_array, not_numeric, reshaped_while_saved)
 from .readonly import in_live_graph
-from .checks import describe as _describe
 
 OPS: dict = {}   # op name -> Function subclass, filled by minigrad/ops via function.register
 
@@ -47,7 +46,7 @@ class Variable:
     def _check_alive(self) -> None:
         block = self._block
         if block is not None and not block.alive:
-            raise stale_error(_describe(self), block)
+            raise stale_error(describe(self), block)
 
     # -- what it is ---------------------------------------------------------------------------
     @property
@@ -64,7 +63,7 @@ class Variable:
     @data.setter
     def data(self, value) -> None:
         if self.grad_fn is not None:
-            raise InplaceError(f"cannot replace the data of {_describe(self)}: it is an op's "
+            raise InplaceError(f"cannot replace the data of {describe(self)}: it is an op's "
                                f"output and belongs to its graph. Compute a new Variable instead.")
         if isinstance(value, Variable):
             value = value.data
@@ -103,7 +102,7 @@ class Variable:
         """d loss / d self after backward, for leaves that require grad; None otherwise."""
         if self.grad_fn is not None:
             warnings.warn(
-                f"{_describe(self)} is not a leaf, and only leaf gradients are kept: an "
+                f"{describe(self)} is not a leaf, and only leaf gradients are kept: an "
                 f"intermediate gradient lives only while backward runs. To see it, step backward "
                 f"with backward_steps() (or the BackwardStepper widget) and read the 'accumulate' "
                 f"events, or make the value a leaf.", NonLeafGradWarning, stacklevel=2)
@@ -156,7 +155,7 @@ class Variable:
     def item(self) -> float:
         self._check_alive()
         if self._data.size != 1:
-            raise ValueError(f"item() needs a single value; {_describe(self)} has shape "
+            raise ValueError(f"item() needs a single value; {describe(self)} has shape "
                              f"{self._data.shape}. Reduce it (sum, mean) or index it first.")
         return self._data.item()
 
@@ -217,7 +216,7 @@ class Variable:
         self._check_alive()
         if self._data.size != 1:
             raise ShapeError(
-                f"bool() of {_describe(self)}: the truth value of {self._data.size} elements is "
+                f"bool() of {describe(self)}: the truth value of {self._data.size} elements is "
                 f"ambiguous (numpy's rule). Fix: reduce first, e.g. bool((x.data > 0).any()) or "
                 f"bool((x.data > 0).all()), or index one element.")
         return bool(self._data)
@@ -255,7 +254,7 @@ class Variable:
     def _inplace(self, symbol: str, op: str, other):
         if self.requires_grad or getattr(other, "requires_grad", False):
             raise InplaceError(
-                f"'{symbol}' on {_describe(self)}: in-place changes to a Variable that takes part "
+                f"'{symbol}' on {describe(self)}: in-place changes to a Variable that takes part "
                 f"in autograd are not allowed, because a graph may have saved its data for "
                 f"backward. Build a new Variable instead (x = x {symbol[0]} y), or, to update a "
                 f"parameter after backward, change its array: w.data -= lr * w.grad.")

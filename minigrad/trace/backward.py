@@ -3,10 +3,10 @@ from __future__ import annotations
 
 import re
 
-from ..steps import Step, expand, preview
+from ..eager.steps import Step, expand, preview
 from .events import EventLog, values
 from .forward import ForwardEvents
-from .tables import GraphTables, describe
+from .tables import GraphTables, sentence_name
 
 
 class BackwardEvents:
@@ -100,7 +100,7 @@ class BackwardEvents:
             return {"type": "start", "phase": phase, "node": node,
                     "variable": self.tables.ids.known(step.variable), "grad": values(values_now),
                     "text": f"backward starts: d loss / d loss = 1 is seeded into "
-                            f"{describe(step.variable)}."}
+                            f"{sentence_name(step.variable)}."}
         if kind == "apply":
             return {"type": "apply", "phase": phase, "node": node, "grad": values(values_now),
                     "text": self._apply_text(step.node)}
@@ -110,7 +110,7 @@ class BackwardEvents:
             return {"type": "accumulate", "phase": phase, "node": node, "variable": var,
                     "slot": self._slot(node, var), "first_write": bool(step.first_write),
                     "grad": values(values_now),
-                    "text": f"accumulate_grad into {describe(step.variable)}: {how}."}
+                    "text": f"accumulate_grad into {sentence_name(step.variable)}: {how}."}
         if kind == "pending":
             return {"type": "pending", "phase": phase, "node": node,
                     "count": int(step.pending_count),

@@ -5,7 +5,7 @@ import math
 
 import numpy as np
 
-from ..steps import preview
+from ..eager.steps import preview
 
 
 def values(array) -> list:

@@ -16,11 +16,11 @@ import threading
 
 import numpy as np
 
-from . import ops
-from .errors import DtypeError, ShapeError
-from .modes import name_scope
-from .names import check_name
-from .variable import Variable, create_leaf
+from .. import ops
+from ..errors import DtypeError, ShapeError
+from ..modes import name_scope
+from ..names import check_name
+from ..eager.variable import Variable, create_leaf
 
 __all__ = ["Module", "Linear", "Sequential", "MLP", "ReLU", "Tanh", "Sigmoid"]
 
@@ -169,8 +169,8 @@ class Linear(Module):
         label = name or "linear"
         # A named layer's parameters are made in its scope, so a view can draw them inside it.
         with name_scope(name) if name else contextlib.nullcontext():
-            self.weight = _parameter(weight.astype(dtype), f"{label}.weight", arena)
-            self.bias = (_parameter(np.zeros(self.out_features, dtype), f"{label}.bias", arena)
+            self.weight = parameter(weight.astype(dtype), f"{label}.weight", arena)
+            self.bias = (parameter(np.zeros(self.out_features, dtype), f"{label}.bias", arena)
                          if bias else None)
 
     def forward(self, x):
@@ -181,7 +181,8 @@ class Linear(Module):
                 f"dtype={self.weight.dtype})")
 
 
-def _parameter(array: np.ndarray, name: str, arena) -> Variable:
+def parameter(array: np.ndarray, name: str, arena) -> Variable:
+    """A layer's parameter: a named leaf that requires grad (on `arena` when one is given)."""
     # arena= is passed only when given, so this works with and without arena support.
     if arena is None:
         return create_leaf(array, requires_grad=True, name=name)
@@ -269,7 +270,3 @@ class MLP(Sequential):
 
     def __repr__(self) -> str:
         return f"MLP({self.sizes}, activation={self.activation!r})"
-from .nn_transformer import (Attention, Embedding, MoE, RMSNorm, SwiGLU, TinyTransformer,  # noqa: E402
-                             TransformerBlock)
-__all__ += ["Embedding", "RMSNorm", "Attention", "SwiGLU", "MoE", "TransformerBlock",
-            "TinyTransformer"]

@@ -1,15 +1,10 @@
-"""Traces: what forward and backward did, as one JSON document that widgets replay.
-
-    with minigrad.record() as rec:
-        loss = model(x).sum()
-        loss.backward()
-    doc = rec.trace          # plain dicts and lists: json.dumps(doc) works
+"""The Recorder: the hooks the engine calls while a trace is recorded, and record() / trace_of().
 
 The engine calls a Recorder's on_* methods only while one is active (minigrad.record(), or a
 widget driving backward itself), so recording costs nothing when it is off. `trace_of(variable)`
 builds the forward half of a trace from an existing graph, without having recorded it.
 
-The document's schema is docs/trace.md; minigrad/trace.schema.json checks it (tests do).
+The document's schema is docs/trace.md; minigrad/trace/trace.schema.json checks it (tests do).
 Recorders nest: inside an outer `record()`, an inner one records its block, and the outer one
 records it too (every hook goes to each recorder of the nest, innermost first).
 """
@@ -18,15 +13,15 @@ from __future__ import annotations
 from contextlib import contextmanager
 from typing import Iterator
 
-from .modes import modes
-from .names import check_name
-from .tracing.backward import BackwardEvents
-from .tracing.document import SCHEMA, VERSION, build_document
-from .tracing.events import EventLog, values
-from .tracing.forward import ForwardEvents
-from .tracing.memory import MemoryEvents
-from .tracing.tables import GraphTables, Ids
-from .variable import Variable
+from ..modes import modes
+from ..names import check_name
+from .backward import BackwardEvents
+from .document import SCHEMA, VERSION, build_document
+from .events import EventLog, values
+from .forward import ForwardEvents
+from .memory import MemoryEvents
+from .tables import GraphTables, Ids
+from ..eager.variable import Variable
 
 __all__ = ["Recorder", "record", "trace_of", "values", "SCHEMA", "VERSION"]
 
@@ -34,9 +29,9 @@ __all__ = ["Recorder", "record", "trace_of", "values", "SCHEMA", "VERSION"]
 class Recorder:
     """Collects trace events; `trace` is the document so far.
 
-    Each concern is one part (see minigrad/tracing): `log` (events and frames), `tables` (the
-    graph), `memory` (arenas and blocks), `forward` and `backward` (their events). The on_*
-    methods are the hooks the engine, the ops and the allocators call.
+    Each concern is one part (see minigrad/trace/__init__.py): `log` (events and frames),
+    `tables` (the graph), `memory` (arenas and blocks), `forward` and `backward` (their events).
+    The on_* methods are the hooks the engine, the ops and the allocators call.
     """
 
     def __init__(self, title: str | None = None):

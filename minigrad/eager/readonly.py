@@ -39,8 +39,8 @@ import threading
 
 import numpy as np
 
-from .arena import is_allocator_buffer
-from .errors import InplaceError
+from ..arena import is_allocator_buffer
+from ..errors import InplaceError
 
 _locks: dict = {}            # id(array) -> [array, count, was_writeable, lock_is_enough]
 # Threads sharing one array update its count one at a time. Re-entrant: the garbage collector

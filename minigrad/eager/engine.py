@@ -9,7 +9,7 @@ The engine reads graphs by duck typing and never imports Variable or Function:
   order), `released` and `release()`.
 
 Both schedulers share `_apply`, the one step that runs a node's backward and hands each parent
-its gradient. The rules (and their error messages) live in checks.py, the step records in
+its gradient. The rules (and their error messages) live in guards.py, the step records in
 steps.py, and memory reuse in the allocators (Pool's use counts): each is one call here.
 """
 from __future__ import annotations
@@ -19,9 +19,9 @@ from typing import Iterator
 
 import numpy as np
 
-from .kernels import sum_to_shape
-from .modes import _debug, modes
-from .checks import (bad_edge, check_all_applied, check_can_run, check_loss, check_no_retain_graph,
+from ..kernels import sum_to_shape
+from ..modes import debug_flag, modes
+from .guards import (bad_edge, check_all_applied, check_can_run, check_loss, check_no_retain_graph,
                      checked_grads, consumed, negative_count, stepping_roots, unreducible)
 from .steps import Step, accumulate_step, apply_step, expand, seed_steps
 
@@ -165,12 +165,12 @@ def _recorded(groups, recorder):
 
 def _scheduler(order, shuffle):
     if order == "pending":
-        return _run_pending
+        return run_pending
     if order == "topo":
         if shuffle is not None:
             raise ValueError("backward(order='topo') walks one fixed order; shuffle= applies to "
                              "order='pending' only.")
-        return _run_topo
+        return run_topo
     raise ValueError(f"backward: unknown order={order!r}; use 'pending' (dependency counting) "
                      f"or 'topo' (topological sort).")
 
@@ -178,7 +178,7 @@ def _scheduler(order, shuffle):
 # The schedulers are generators. With stepping=False they yield nothing and build no Step at
 # all (plain backward); with stepping=True they yield one list of Steps per engine step.
 
-def _run_pending(loss, stepping: bool, shuffle):
+def run_pending(loss, stepping: bool, shuffle):
     """Dependency counting: run any node whose pending count is 0, until none is left."""
     root = check_loss(loss)
     seed = _seed(loss)
@@ -191,7 +191,7 @@ def _run_pending(loss, stepping: bool, shuffle):
     steps = [] if stepping else None
     while ready:
         node = pick(ready)
-        if stepping and hasattr(node, "recompute_groups"):   # a checkpoint: its own steps
+        if stepping and node.recompute_groups is not None:   # a checkpoint: its own steps
             yield from node.recompute_groups()
         _apply(node, ready, reached, steps)   # appends the parents it made ready
         if stepping:
@@ -207,7 +207,7 @@ def _run_pending(loss, stepping: bool, shuffle):
         yield [Step("done", root)]
 
 
-def _run_topo(loss, stepping: bool, shuffle):
+def run_topo(loss, stepping: bool, shuffle):
     """Topological sort: run every node after all its consumers, in reverse DFS post-order."""
     root = check_loss(loss)
     order = topo_order(root) if root is not None else []
@@ -222,7 +222,7 @@ def _run_topo(loss, stepping: bool, shuffle):
     ready = []   # pending counts still count down, for the views; readiness is not used here
     steps = [] if stepping else None
     for node in reversed(order):
-        if stepping and hasattr(node, "recompute_groups"):   # a checkpoint: its own steps
+        if stepping and node.recompute_groups is not None:   # a checkpoint: its own steps
             yield from node.recompute_groups()
         _apply(node, ready, None, steps)
         if stepping:
@@ -256,7 +256,7 @@ def _apply(node, ready, reached, steps) -> None:
             count = fn.pending_count = fn.pending_count - 1
             if count == 0:
                 ready.append(fn)
-            elif count < 0 and _debug[0]:
+            elif count < 0 and debug_flag[0]:
                 raise negative_count(fn, count)
         if steps is not None:
             steps.append(accumulate_step(node, inputs, parent, grad, count, first))

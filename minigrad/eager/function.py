@@ -14,15 +14,21 @@ import itertools
 
 import numpy as np
 
-from .arena import stale_error
-from .errors import DtypeError, MinigradError, ShapeError
-from .kernels import result_dtype, result_shape
-from .modes import modes
+from ..arena import stale_error
+from ..errors import DtypeError, MinigradError, ShapeError
+from ..kernels import result_dtype, result_shape
+from ..modes import modes
 from .readonly import exposes, guard_saved
-from .checks import creation_site, describe
+from .guards import creation_site, describe
 from .variable import OPS, Variable
 
 _creation_counter = itertools.count()
+
+
+def next_seq() -> int:
+    """A fresh creation number: every node made after this call has a larger `seq` (so a
+    checkpoint can tell the nodes its segment made from those that were there before)."""
+    return next(_creation_counter)
 
 
 def register(name: str):
@@ -37,9 +43,18 @@ def register(name: str):
 class Function:
     """Base class of ops; an instance is one node of the graph (PyTorch calls it a grad_fn)."""
 
+    # A node's fields, all declared here. apply sets the slots: first what forward and backward
+    # use (inputs, saved_tensors, grad_output, arena, _last_buffer, and released = None: not in a
+    # graph), then, when the node is recorded, the graph's (pending_count, released = False,
+    # seq, exposes, _locked, _block). The three fields below the slots are set on few nodes, so
+    # they are class defaults a node overrides (a slot more on every node measured slower).
+    # Anything else on a node is the op's own data (axes, shapes, flags), in its __dict__.
     __slots__ = ("inputs", "saved_tensors", "pending_count", "grad_output", "seq", "released",
                  "arena", "_locked", "_block", "_last_buffer", "exposes", "__dict__",
                  "__weakref__")
+    created_at = None       # where the op ran, under detect_anomaly (guards._check_finite)
+    linked_outputs = None   # a multi-output op's other outputs (ops/multi.py)
+    main_output = None      # on a secondary output's node: (main Variable, label) (ops/multi.py)
     name = "function"
     # What the op requires of shapes, quoted when numpy rejects them (subclasses refine it).
     shape_rule = "inputs broadcast numpy-style: shapes are aligned from the right and each pair " \
@@ -49,6 +64,9 @@ class Function:
     # names those words give the inputs.
     grad_text: tuple = ()
     input_names: tuple = ("a", "b", "c")
+    # A node whose backward is a whole walk of its own (a checkpoint's recompute) gives the
+    # engine its groups of steps here, so a stepped backward shows them.
+    recompute_groups = None
 
     @staticmethod
     def forward(ctx, *arrays):
@@ -121,7 +139,7 @@ class Function:
         variables, requires_grad = _variables_of(inputs, cls.name)
         node = cls()
         node.inputs, node.saved_tensors, node.grad_output = variables, (), None
-        node.arena, node._last_buffer = modes.allocator, None
+        node.arena, node._last_buffer, node.released = modes.allocator, None, None
         out = _forward(node, variables, params)               # 1. numpy computes the output
         block = None
         if node.arena is not None:                            # (on an arena or a pool)
@@ -146,7 +164,7 @@ class Function:
     @property
     def needs_input_grad(self) -> tuple:
         """For each input, whether backward must compute its gradient (others may be skipped)."""
-        recording = hasattr(self, "released") or modes.grad_enabled   # recorded, or about to be
+        recording = self.released is not None or modes.grad_enabled   # recorded, or about to be
         return tuple([recording and v.requires_grad for v in self.inputs])
 
     @classmethod
@@ -176,8 +194,8 @@ class Function:
             self._locked = None
 
     def __repr__(self) -> str:
-        state = "released" if getattr(self, "released", False) else \
-            f"pending_count={getattr(self, 'pending_count', 0)}"
+        state = ("released" if self.released else "not in a graph" if self.released is None
+                 else f"pending_count={self.pending_count}")
         return f"<{self.name} node, {state}>"
 
 
@@ -227,8 +245,9 @@ def live_nodes() -> int:
     to zero. It walks the garbage collector's object list, so it costs milliseconds, not
     nanoseconds: nothing is counted on the hot path.
     """
+    # (getattr: a node another thread is making at this moment may not have its fields yet)
     return sum(1 for obj in gc.get_objects()
-               if isinstance(obj, Function) and getattr(obj, "released", True) is False)
+               if isinstance(obj, Function) and getattr(obj, "released", None) is False)
 
 
 # -- the steps of apply, each behind one call ---------------------------------------------------

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..names import check_name
+from ..names import check_name, shape_text
 from .events import EventLog, json_shape, values
 
 
@@ -58,7 +58,7 @@ class GraphTables:
             }
             if v.grad_fn is None:
                 what = "a parameter (requires grad)" if v.requires_grad else "data"
-                self.log.event("leaf", node=var_id, text=f"leaf {describe(v)}: {what}.")
+                self.log.event("leaf", node=var_id, text=f"leaf {sentence_name(v)}: {what}.")
         return var_id
 
     def refresh_names(self) -> None:
@@ -76,7 +76,7 @@ class GraphTables:
             source, what = None, "an extra array"
             for i, v in enumerate(node.inputs):
                 if v._data is array:
-                    source, what = self.ids.known(v), f"input {i} ({describe(v)})"
+                    source, what = self.ids.known(v), f"input {i} ({sentence_name(v)})"
                     break
             else:
                 if array is output._data:
@@ -89,7 +89,7 @@ class GraphTables:
 
 def name_of(v) -> str | None:
     """v.name, checked as it enters the trace (a name set by `v.name = ...` is checked here)."""
-    shape = "x".join(str(n) for n in v._data.shape) or "scalar"
+    shape = shape_text(v._data.shape)
     return check_name(v.name, f"the name of a Variable of shape {shape} (v.name = ...)")
 
 
@@ -97,9 +97,10 @@ def label_of(v, name: str | None) -> str:
     return name or (v.grad_fn.name if v.grad_fn is not None else "data")
 
 
-def describe(v) -> str:
-    """A Variable as the trace's sentences name it, e.g. "W (3x2)" or "tanh output (4x2)"."""
-    shape = "x".join(str(n) for n in v._data.shape) or "scalar"
+def sentence_name(v) -> str:
+    """A Variable as the trace's sentences name it, e.g. "W (3x2)" or "tanh output (4x2)" (the
+    documents keep this short form; error messages use eager.guards.describe)."""
+    shape = shape_text(v._data.shape)
     if v.name:
         return f"{v.name} ({shape})"
     if v.grad_fn is not None:
