@@ -16,7 +16,7 @@ def _grads_or_temps(ctx, *indices) -> list:
 
 
 @rule("embedding")
-def embedding_backward(ctx):
+def embedding_rule(ctx):
     """y = weight[ids]: d_weight = dy rows scatter-added at ids; saves ids."""
     ids, weight = ctx.fwd_op.inputs
     if not ctx.needs_grad(1):
@@ -26,7 +26,7 @@ def embedding_backward(ctx):
 
 
 @rule("rmsnorm")
-def rmsnorm_backward(ctx):
+def rmsnorm_rule(ctx):
     """(y, rstd) = rmsnorm(x, w): d_x, d_w = rmsnorm_backward(dy, x, w, rstd); saves x, rstd."""
     x, weight = ctx.fwd_op.inputs
     rstd = ctx.fwd_op.outputs[1]
@@ -35,7 +35,7 @@ def rmsnorm_backward(ctx):
 
 
 @rule("fused_residual_rmsnorm")
-def fused_residual_rmsnorm_backward(ctx):
+def fused_residual_rmsnorm_rule(ctx):
     """(r, y, rstd) = (x + res, rmsnorm(r)): d_x = d_res = dr + rmsnorm's dx, d_w from dy;
     saves residual_out, rstd."""
     x, residual, weight = ctx.fwd_op.inputs
@@ -62,14 +62,14 @@ def fused_residual_rmsnorm_backward(ctx):
 
 
 @rule("swiglu")
-def swiglu_backward(ctx):
+def swiglu_rule(ctx):
     """y = silu(gate) up: d_gate_up = (dy up silu'(gate), dy silu(gate)); saves gate_up."""
     return [ctx.op("swiglu_backward", [ctx.d_output, ctx.read(ctx.fwd_op.inputs[0])],
                    [ctx.d_inputs[0]])]
 
 
 @rule("rope")
-def rope_backward(ctx):
+def rope_rule(ctx):
     """y = x turned by pos * freqs: dx = dy turned back; saves freqs, position_ids."""
     x, freqs, position_ids = ctx.fwd_op.inputs
     return [ctx.op("rope_backward", [ctx.d_output, ctx.read(freqs), ctx.read(position_ids)],
@@ -77,7 +77,7 @@ def rope_backward(ctx):
 
 
 @rule("attention")
-def attention_backward(ctx):
+def attention_rule(ctx):
     """(out, lse) = attention(q, k, v): dq, dk, dv with p rebuilt from lse; saves q, k, v, out, lse."""
     q, k, v = ctx.fwd_op.inputs
     out, lse = ctx.fwd_op.outputs
@@ -87,7 +87,7 @@ def attention_backward(ctx):
 
 
 @rule("fused_lm_head_loss")
-def fused_lm_head_loss_backward(ctx):
+def fused_lm_head_loss_rule(ctx):
     """L = CE(x W, t): d_logits recomputed, d_x = d_logits W^T, d_W = x^T d_logits; saves x, weight."""
     x, weight, targets = ctx.fwd_op.inputs
     return [ctx.op("fused_lm_head_loss_backward",
@@ -96,7 +96,7 @@ def fused_lm_head_loss_backward(ctx):
 
 
 @rule("flash_attention")
-def flash_attention_backward(ctx):
+def flash_attention_rule(ctx):
     """(out, lse) = attention(views of qkv): d_qkv packed; saves out, lse, qkv."""
     (qkv,) = ctx.fwd_op.inputs
     out, lse = ctx.fwd_op.outputs
@@ -106,7 +106,7 @@ def flash_attention_backward(ctx):
 
 
 @rule("qkv_qk_norm_rope")
-def qkv_qk_norm_rope_backward(ctx):
+def qkv_qk_norm_rope_rule(ctx):
     """(qkv_out, q_rstd, k_rstd): xhat = rope^-1(out) / w, then rmsnorm backward for q and k;
     saves qkv_out, q_rstd, k_rstd (weights, freqs and positions are read like parameters)."""
     qkv, q_weight, k_weight, freqs, position_ids = ctx.fwd_op.inputs

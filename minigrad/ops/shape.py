@@ -1,4 +1,6 @@
-"""Ops that move values around without arithmetic: reshape, transpose, broadcast, join, index."""
+"""Ops that move values around without arithmetic: reshape, transpose, broadcast, join, index.
+Each is one whole: the eager Function, its aot rule and compilers, its row of the op table. In a
+plan most of them are views: their compilers return a view of the input and no call to run."""
 from __future__ import annotations
 
 import numpy as np
@@ -6,6 +8,8 @@ import numpy as np
 from .. import kernels
 from ..errors import ShapeError
 from ..function import Function, graph_root, register
+from ..kernels import plan_call, run_calls
+from ..optable import SAME, define
 
 
 @register("reshape")
@@ -28,6 +32,27 @@ class Reshape(Function):
     @staticmethod
     def backward(ctx, grad_output):
         return grad_output.reshape(ctx.shape)
+
+
+def reshape_rule(ctx):
+    """y = x viewed with another shape: dx = dy viewed with x's shape; saves nothing."""
+    return [ctx.op("reshape", [ctx.d_output], [ctx.d_inputs[0]],
+                   shape=ctx.shape(ctx.fwd_op.inputs[0]))]
+
+
+def _compile_reshape(x, shape=None, **attrs):
+    y = x.reshape(shape)
+    if np.shares_memory(x, y):
+        return y, []                           # a view: nothing to run
+    return plan_call(_reshape_into, x, y)      # x was not contiguous: copy each run
+
+
+def _reshape_into(x, out):
+    out[...] = x.reshape(out.shape)
+
+
+define(Reshape, rule=reshape_rule, compilers={"reshape": _compile_reshape}, alias=True,
+       capture=lambda node, v, inputs: ("reshape", {"shape": tuple(v.shape)}), saves="nothing")
 
 
 @register("transpose")
@@ -53,6 +78,19 @@ class Transpose(Function):
         return sizes("transpose", args[0] if len(args) == 1 else args) if args else None
 
 
+def transpose_rule(ctx):
+    """y = x with axes permuted: dx = dy permuted back (negative axes resolved first, as the
+    eager op does); saves nothing."""
+    axes = ctx.fwd_op.attrs.get("axes")
+    back = kernels.inverse_permutation(axes, len(ctx.shape(ctx.fwd_op.inputs[0])))
+    return [ctx.op("transpose", [ctx.d_output], [ctx.d_inputs[0]], axes=back)]
+
+
+define(Transpose, rule=transpose_rule, alias=True, saves="nothing",
+       compilers={"transpose": lambda x, axes=None, **attrs: (x.transpose(axes), [])},
+       capture=lambda node, v, inputs: ("transpose", {"axes": node.axes}))
+
+
 @register("broadcast_to")
 class BroadcastTo(Function):
     """z = a repeated along new or size-1 axes; accumulate_grad sums the gradient back."""
@@ -67,6 +105,33 @@ class BroadcastTo(Function):
     @staticmethod
     def backward(ctx, grad_output):
         return grad_output   # in the output's shape; the reduction is accumulate_grad's job
+
+
+def broadcast_to_rule(ctx):
+    """y = x repeated to a larger shape: dx = dy summed back to x's shape; saves nothing."""
+    return [ctx.op("sum_to_shape", [ctx.d_output], [ctx.d_inputs[0]],
+                   shape=ctx.shape(ctx.fwd_op.inputs[0]))]
+
+
+def _compile_sum_to_shape(g, shape=None, **attrs):
+    """Undo broadcasting: sum g over the axes broadcasting added or stretched (one reduce call).
+    (The adjoint of broadcast_to, so it lives in its row; many rules emit it.)"""
+    out = np.empty(shape, dtype=g.dtype)
+    lead = g.ndim - len(shape)
+    padded = (1,) * lead + tuple(shape)
+    axes = tuple(i for i in range(g.ndim) if padded[i] == 1 and g.shape[i] != 1) + \
+        tuple(range(lead))
+    axes = tuple(sorted(set(axes)))
+    if not axes:
+        return g, []   # nothing was broadcast: the gradient already has the shape
+    view = out.reshape(padded)
+    return out, run_calls([(np.add.reduce, (g, axes, None, view, True))])
+
+
+define(BroadcastTo, rule=broadcast_to_rule, alias=True, saves="nothing",
+       compilers={"broadcast_to": lambda x, shape=None, **attrs: (np.broadcast_to(x, shape), []),
+                  "sum_to_shape": _compile_sum_to_shape},   # (a read-only view: nothing to run)
+       capture=lambda node, v, inputs: ("broadcast_to", {"shape": tuple(v.shape)}))
 
 
 @register("stop_gradient")
@@ -88,6 +153,15 @@ class StopGradient(Function):
         (eager records only ops on values that require grad) and capture can see them; source
         is not a parent (no gradient flows back), only kept as node.source for capture."""
         return graph_root(cls, source, source=source)
+
+
+def stop_gradient_rule(ctx):
+    """y = x with no gradient through (detach): derive never asks; nothing to emit."""
+    return []
+
+
+define(StopGradient, rule=stop_gradient_rule, capture=SAME, alias=True, saves="nothing",
+       api=False, compilers={"stop_gradient": lambda x, **attrs: (x, [])})
 
 
 @register("concat")
@@ -144,6 +218,12 @@ class GetItem(Function):
         grad = np.zeros(ctx.shape, dtype=grad_output.dtype)
         np.add.at(grad, ctx.index, grad_output)   # += would drop repeats: x[[0, 0]] must count twice
         return grad
+
+
+# No aot form yet (capture refuses them, naming them): see tests/test_op_table.py, EAGER_ONLY.
+define(Concat, saves="nothing")
+define(Stack, saves="nothing")
+define(GetItem, saves="the index")
 
 
 def _plain_index(index):
