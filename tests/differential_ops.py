@@ -149,7 +149,7 @@ OPS = {
                tape_mean),
     "max": Op(lambda a, axis, keepdims: a.max(axis=axis, keepdims=keepdims),
               lambda a, axis, keepdims: np.max(a, axis=axis, keepdims=keepdims),
-              aot=False, kink=max_gap),
+              kink=max_gap),
     "reshape": Op(lambda a, shape: mg.reshape(a, shape), np.reshape,
                   lambda a, shape: a.reshape(shape)),
     "transpose": Op(lambda a, axes: mg.transpose(a, axes), np.transpose,

@@ -22,8 +22,6 @@ RNG = np.random.default_rng(18)
 
 # Eager ops with no aot form yet: capture refuses them with a CaptureError naming the op.
 EAGER_ONLY = {
-    "max": "its backward routes the gradient to the maximal entries (ties share it): no rule and "
-           "no compiler written yet",
     "concat": "takes a variable number of inputs and returns one gradient per input: the IR's "
               "rules and compilers are written for fixed arities",
     "stack": "as concat (a variable number of inputs)",
@@ -117,7 +115,7 @@ def test_two_rows_compiling_one_op_type_are_refused(monkeypatch):
 @pytest.mark.parametrize("name", sorted(EAGER_ONLY))
 def test_capture_refuses_an_eager_only_op_by_name(name):
     x = mg.create_leaf(RNG.normal(size=(2, 3)), requires_grad=True, name="x")
-    fns = {"max": lambda x: x.max(axis=1).sum(), "concat": lambda x: mg.concat([x, x]).sum(),
+    fns = {"concat": lambda x: mg.concat([x, x]).sum(),
            "stack": lambda x: mg.stack([x, x]).sum(), "getitem": lambda x: x[0].sum()}
     with pytest.raises(aot.CaptureError, match=rf"the eager op '{name}' has no ahead-of-time form"):
         aot.capture(fns[name], x)
@@ -178,3 +176,24 @@ def test_abs_of_the_most_negative_integer_is_refused_not_returned_negative():
 def test_abs_of_a_non_number_is_refused_naming_the_op():
     with pytest.raises(DtypeError, match=r"abs: operand of dtype <U3"):
         mg.ops.abs(np.array(["abc"]))
+
+
+# -- max: an eager-only op that got its aot form (rule and compilers beside Max in ops/reduce.py) --
+@pytest.mark.parametrize("axis, keepdims", [(1, False), (None, False), ((0, 1), True), (-1, True)])
+def test_max_in_aot_equals_eager_and_central_differences(axis, keepdims):
+    arrays = [RNG.normal(size=(3, 4))]
+    w = RNG.normal(size=np.max(arrays[0], axis=axis, keepdims=keepdims).shape)   # (mixed-sign probe)
+    fn = lambda x: (x.max(axis=axis, keepdims=keepdims) * w).sum()   # noqa: E731
+    loss, got, forward, _ = aot_grads(fn, arrays)
+    assert "max" in [op.type for op in forward.operations]
+    eager_loss, expected = eager_grads(fn, arrays)
+    assert loss == pytest.approx(eager_loss, rel=1e-12)
+    np.testing.assert_allclose(got[0], expected[0], rtol=1e-12)
+    np.testing.assert_allclose(got[0], central_differences(fn, arrays)[0], rtol=1e-6, atol=1e-8)
+
+
+def test_max_ties_share_the_gradient_in_aot_as_in_eager():
+    x = np.array([[1.0, 3.0, 3.0], [2.0, 0.0, 2.0]])
+    fn = lambda x: x.max(axis=1).sum()   # noqa: E731
+    assert aot_grads(fn, [x])[1][0].tolist() == [[0.0, 0.5, 0.5], [0.5, 0.0, 0.5]]
+    assert eager_grads(fn, [x])[1][0].tolist() == [[0.0, 0.5, 0.5], [0.5, 0.0, 0.5]]

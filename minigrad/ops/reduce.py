@@ -139,8 +139,33 @@ class Max(Function):
         return max_backward(a, z, grad, ctx.axes)
 
 
-# max has no aot form yet (capture refuses it, naming it): see tests/test_op_table.py, EAGER_ONLY.
-define(Max, saves="a and the output")
+def max_rule(ctx):
+    """y = max(x, axis): dx = max_backward(dy, x, y), dy routed to the maxima (ties share it);
+    saves x and y."""
+    x, y = ctx.fwd_op.inputs[0], ctx.fwd_op.outputs[0]
+    attrs = ctx.fwd_op.attrs
+    return [ctx.op("max_backward", [ctx.d_output, ctx.read(x), ctx.read(y)], [ctx.d_inputs[0]],
+                   axis=attrs.get("axis"), keepdims=attrs.get("keepdims", False))]
+
+
+def _compile_max(x, axis=None, keepdims=False, **attrs):
+    out = as_array(np.maximum.reduce(x, axis, None, None, keepdims))
+    return out, run_calls([(np.maximum.reduce, (x, axis, None, out, keepdims))])
+
+
+def _max_backward_into(grad_output, x, y, axes, keepdims, out):
+    if not keepdims and axes is not None:   # the reduced axes back, as size 1 (as eager does)
+        grad_output, y = np.expand_dims(grad_output, axes), np.expand_dims(y, axes)
+    out[...] = max_backward(x, y, grad_output, axes)
+
+
+def _compile_max_backward(grad_output, x, y, axis=None, keepdims=False, **attrs):
+    return plan_call(_max_backward_into, grad_output, x, y, axis, keepdims,
+                     np.empty(x.shape, grad_output.dtype))
+
+
+define(Max, rule=max_rule, capture=_capture_reduce, saves="a and the output",
+       compilers={"max": _compile_max, "max_backward": _compile_max_backward})
 
 
 def sum(a, axis=None, keepdims: bool = False):  # noqa: A001 - the op's name
