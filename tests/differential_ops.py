@@ -173,8 +173,8 @@ OPS = {
     "no_grad": Op(scaled_without_grad, lambda a: a * 2.0, stops_grad=True),
     "concat": Op(lambda a, b, axis: mg.concat([a, b], axis=axis),
                  lambda a, b, axis: np.concatenate([a, b], axis=axis),
-                 lambda a, b, axis: np.concatenate([a, b], axis=axis), aot=False),
+                 lambda a, b, axis: np.concatenate([a, b], axis=axis)),
     "stack": Op(lambda a, b, axis: mg.stack([a, b], axis=axis),
                 lambda a, b, axis: np.stack([a, b], axis=axis),
-                lambda a, b, axis: np.stack([a, b], axis=axis), aot=False),
+                lambda a, b, axis: np.stack([a, b], axis=axis)),
 }

@@ -22,9 +22,6 @@ RNG = np.random.default_rng(18)
 
 # Eager ops with no aot form yet: capture refuses them with a CaptureError naming the op.
 EAGER_ONLY = {
-    "concat": "takes a variable number of inputs and returns one gradient per input: the IR's "
-              "rules and compilers are written for fixed arities",
-    "stack": "as concat (a variable number of inputs)",
     "getitem": "its index (ints, slices, integer arrays, tuples of them) would need an IR "
                "attribute of its own and a scatter-add kernel",
 }
@@ -115,8 +112,7 @@ def test_two_rows_compiling_one_op_type_are_refused(monkeypatch):
 @pytest.mark.parametrize("name", sorted(EAGER_ONLY))
 def test_capture_refuses_an_eager_only_op_by_name(name):
     x = mg.create_leaf(RNG.normal(size=(2, 3)), requires_grad=True, name="x")
-    fns = {"concat": lambda x: mg.concat([x, x]).sum(),
-           "stack": lambda x: mg.stack([x, x]).sum(), "getitem": lambda x: x[0].sum()}
+    fns = {"getitem": lambda x: x[0].sum()}
     with pytest.raises(aot.CaptureError, match=rf"the eager op '{name}' has no ahead-of-time form"):
         aot.capture(fns[name], x)
 
@@ -197,3 +193,33 @@ def test_max_ties_share_the_gradient_in_aot_as_in_eager():
     fn = lambda x: x.max(axis=1).sum()   # noqa: E731
     assert aot_grads(fn, [x])[1][0].tolist() == [[0.0, 0.5, 0.5], [0.5, 0.0, 0.5]]
     assert eager_grads(fn, [x])[1][0].tolist() == [[0.0, 0.5, 0.5], [0.5, 0.0, 0.5]]
+
+
+# -- concat and stack: their aot forms, one backward op writing every input's gradient ----------
+@pytest.mark.parametrize("join, axis", [("concat", 0), ("concat", -1), ("stack", 0), ("stack", -1)])
+def test_concat_and_stack_in_aot_equal_eager_and_central_differences(join, axis):
+    arrays = [RNG.normal(size=(2, 3)), RNG.normal(size=(2, 3))]
+    w = RNG.normal(size=getattr(np, "concatenate" if join == "concat" else "stack")(arrays, axis).shape)
+
+    def fn(a, b):   # ([b, b]: one input twice in one join)
+        joined = getattr(mg, join)
+        return (joined([a, b], axis=axis) * w).sum() + (joined([b, b], axis=axis) ** 2).sum()
+    loss, got, forward, backward = aot_grads(fn, arrays)
+    assert join in [op.type for op in forward.operations]
+    assert f"{join}_backward" in [op.type for op in backward.operations]
+    eager_loss, expected = eager_grads(fn, arrays)
+    assert loss == pytest.approx(eager_loss, rel=1e-12)
+    for g, e, c in zip(got, expected, central_differences(fn, arrays)):
+        np.testing.assert_allclose(g, e, rtol=1e-12)
+        np.testing.assert_allclose(g, c, rtol=1e-6, atol=1e-8)
+
+
+def test_a_join_with_data_writes_a_gradient_only_for_what_needs_one():
+    x = mg.create_leaf(RNG.normal(size=(2, 3)), requires_grad=True, name="x")
+    data = RNG.normal(size=(1, 3))
+    forward = aot.capture(lambda x: (mg.concat([x, data]) ** 2).sum(), x)
+    backward = aot.derive_backward_graph(forward)
+    executor = aot.Executor(forward, backward, None, x.data)
+    executor.run(x.data)
+    assert list(executor.grads()) == ["d_x"]
+    np.testing.assert_allclose(executor.grads()["d_x"], 2 * x.data, rtol=1e-12)

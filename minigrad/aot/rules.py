@@ -102,6 +102,13 @@ class BackwardRuleContext:
         self._counter[0] += 1
         return Operation(f"{type_}_{self._counter[0]}", type_, tuple(inputs), tuple(outputs), attrs)
 
+    def grads_or_temps(self, *indices) -> list:
+        """d_inputs[i] for each i, or a temp named after input i when it needs no gradient: for
+        one backward op that writes several input gradients at once (its kernel writes them all)."""
+        return [self.d_inputs[i] if self.needs_grad(i) else
+                self.temp(f"unused_d_{self.fwd_op.inputs[i]}", like=self.fwd_op.inputs[i])
+                for i in indices]
+
     def broadcast_temp(self, label: str) -> str:
         """A fresh name shaped like the op's inputs broadcast together (an elementwise gradient)."""
         infos = [self._info(t, f"ctx.broadcast_temp({label!r})") for t in self.fwd_op.inputs]

@@ -9,12 +9,6 @@ from __future__ import annotations
 from .rules import rule, saved_ref
 
 
-def _grads_or_temps(ctx, *indices) -> list:
-    """ctx.d_inputs[i] for each i, or a temp named after the input when it needs no gradient."""
-    return [ctx.d_inputs[i] if ctx.needs_grad(i) else
-            ctx.temp(f"unused_d_{ctx.fwd_op.inputs[i]}", like=ctx.fwd_op.inputs[i]) for i in indices]
-
-
 @rule("embedding")
 def embedding_rule(ctx):
     """y = weight[ids]: d_weight = dy rows scatter-added at ids; saves ids."""
@@ -31,7 +25,7 @@ def rmsnorm_rule(ctx):
     x, weight = ctx.fwd_op.inputs
     rstd = ctx.fwd_op.outputs[1]
     return [ctx.op("rmsnorm_backward", [ctx.d_output, ctx.read(x), ctx.read(weight), saved_ref(rstd)],
-                   _grads_or_temps(ctx, 0, 1))]
+                   ctx.grads_or_temps(0, 1))]
 
 
 @rule("fused_residual_rmsnorm")
@@ -56,7 +50,7 @@ def fused_residual_rmsnorm_rule(ctx):
     extra = [d_residual_out] if d_residual_out is not None else []
     ops = [ctx.op("fused_residual_rmsnorm_backward",
                   [d_y, saved_ref(residual_out), ctx.read(weight), saved_ref(rstd), *extra],
-                  [d_sum, _grads_or_temps(ctx, 2)[0]])]
+                  [d_sum, ctx.grads_or_temps(2)[0]])]
     ops += [op for i in wanted if i not in full for op in ctx.to_input_shape(i, "identity", [d_sum])]
     return ops
 
@@ -83,7 +77,7 @@ def attention_rule(ctx):
     out, lse = ctx.fwd_op.outputs
     return [ctx.op("attention_backward", [ctx.d_output, ctx.read(q), ctx.read(k), ctx.read(v),
                                           saved_ref(out), saved_ref(lse)],
-                   _grads_or_temps(ctx, 0, 1, 2), causal=ctx.fwd_op.attrs.get("causal", True))]
+                   ctx.grads_or_temps(0, 1, 2), causal=ctx.fwd_op.attrs.get("causal", True))]
 
 
 @rule("fused_lm_head_loss")
@@ -92,7 +86,7 @@ def fused_lm_head_loss_rule(ctx):
     x, weight, targets = ctx.fwd_op.inputs
     return [ctx.op("fused_lm_head_loss_backward",
                    [ctx.d_output, ctx.read(x), ctx.read(weight), ctx.read(targets)],
-                   _grads_or_temps(ctx, 0, 1))]
+                   ctx.grads_or_temps(0, 1))]
 
 
 @rule("flash_attention")
@@ -114,4 +108,4 @@ def qkv_qk_norm_rope_rule(ctx):
     return [ctx.op("qkv_qk_norm_rope_backward",
                    [ctx.d_output, saved_ref(qkv_out), ctx.read(q_weight), ctx.read(k_weight),
                     saved_ref(q_rstd), saved_ref(k_rstd), ctx.read(freqs), ctx.read(position_ids)],
-                   _grads_or_temps(ctx, 0, 1, 2))]
+                   ctx.grads_or_temps(0, 1, 2))]

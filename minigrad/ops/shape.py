@@ -182,6 +182,41 @@ class Concat(Function):
         return tuple(np.split(grad_output, ctx.ends, axis=ctx.axis))
 
 
+def concat_rule(ctx):
+    """y = [a1, a2, ...] joined along axis: each d_ai is the slice of dy that came from ai, all
+    written by one op (a temp stands for an input that needs no gradient); saves nothing."""
+    inputs = range(len(ctx.fwd_op.inputs))
+    return [ctx.op("concat_backward", [ctx.d_output], ctx.grads_or_temps(*inputs),
+                   **ctx.fwd_op.attrs)]
+
+
+# (the compiled calls take the arrays one by one, not as numpy's list: a plan's calls hold arrays
+# as their own arguments, so that placement can point them into the shared arena)
+def _concat_into(axis, *arrays_then_out):
+    np.concatenate(arrays_then_out[:-1], axis=axis, out=arrays_then_out[-1])
+
+
+def _split_into(grad_output, axis, ends, *outs):
+    for piece, out in zip(np.split(grad_output, ends, axis=axis), outs):
+        out[...] = piece
+
+
+def _compile_concat(*arrays, axis=0, ends=(), **attrs):
+    out = np.concatenate(arrays, axis=axis)
+    return plan_call(_concat_into, axis, *arrays, out)
+
+
+def _compile_concat_backward(grad_output, axis=0, ends=(), **attrs):
+    outs = tuple(np.array(piece) for piece in np.split(grad_output, ends, axis=axis))
+    return outs, run_calls([(_split_into, (grad_output, axis, ends, *outs))])
+
+
+define(Concat, rule=concat_rule, saves="nothing",
+       compilers={"concat": _compile_concat, "concat_backward": _compile_concat_backward},
+       capture=lambda node, v, inputs: (
+           "concat", {"axis": node.axis, "ends": tuple(int(e) for e in node.ends)}))
+
+
 @register("stack")
 class Stack(Function):
     """z = [a1, a2, ...] stacked along a new axis; input i gets the gradient's i-th slice."""
@@ -198,6 +233,39 @@ class Stack(Function):
     @staticmethod
     def backward(ctx, grad_output):
         return tuple(np.moveaxis(grad_output, ctx.axis, 0))
+
+
+def stack_rule(ctx):
+    """y = [a1, a2, ...] stacked along a new axis: d_ai = dy's i-th slice along it, all written
+    by one op; saves nothing."""
+    inputs = range(len(ctx.fwd_op.inputs))
+    return [ctx.op("stack_backward", [ctx.d_output], ctx.grads_or_temps(*inputs),
+                   **ctx.fwd_op.attrs)]
+
+
+def _stack_into(axis, *arrays_then_out):
+    slices = np.moveaxis(arrays_then_out[-1], axis, 0)   # (a view of out)
+    for i, a in enumerate(arrays_then_out[:-1]):
+        slices[i] = a
+
+
+def _unstack_into(grad_output, axis, *outs):
+    for piece, out in zip(np.moveaxis(grad_output, axis, 0), outs):
+        out[...] = piece
+
+
+def _compile_stack(*arrays, axis=0, **attrs):
+    return plan_call(_stack_into, axis, *arrays, np.stack(arrays, axis=axis))
+
+
+def _compile_stack_backward(grad_output, axis=0, **attrs):
+    outs = tuple(np.array(piece) for piece in np.moveaxis(grad_output, axis, 0))
+    return outs, run_calls([(_unstack_into, (grad_output, axis, *outs))])
+
+
+define(Stack, rule=stack_rule, saves="nothing",
+       compilers={"stack": _compile_stack, "stack_backward": _compile_stack_backward},
+       capture=lambda node, v, inputs: ("stack", {"axis": node.axis}))
 
 
 @register("getitem")
@@ -220,9 +288,7 @@ class GetItem(Function):
         return grad
 
 
-# No aot form yet (capture refuses them, naming them): see tests/test_op_table.py, EAGER_ONLY.
-define(Concat, saves="nothing")
-define(Stack, saves="nothing")
+# No aot form yet (capture refuses it, naming it): see tests/test_op_table.py, EAGER_ONLY.
 define(GetItem, saves="the index")
 
 
