@@ -157,7 +157,7 @@ OPS = {
     "broadcast_to": Op(lambda a, shape: mg.broadcast_to(a, shape), np.broadcast_to,
                        lambda a, shape: np.broadcast_to(a, shape)),
     "getitem": Op(lambda a, index: a[index], lambda a, index: a[index],
-                  lambda a, index: obj(a[index]), aot=False),
+                  lambda a, index: obj(a[index])),   # (aot: ints and slices, see aot_knows)
     "matmul": Op(lambda a, b: a @ b, np.matmul, lambda a, b: obj(a @ b)),
     "softmax": Op(lambda a, axis: mg.softmax(a, axis=axis),
                   lambda a, axis: np.exp(ref_log_softmax(a, axis)), tape_softmax),

@@ -9,7 +9,7 @@ from .. import kernels
 from ..errors import ShapeError
 from ..function import Function, graph_root, register
 from ..kernels import plan_call, run_calls
-from ..optable import SAME, define
+from ..optable import SAME, NotCapturable, define
 
 
 @register("reshape")
@@ -288,8 +288,41 @@ class GetItem(Function):
         return grad
 
 
-# No aot form yet (capture refuses it, naming it): see tests/test_op_table.py, EAGER_ONLY.
-define(GetItem, saves="the index")
+def getitem_rule(ctx):
+    """y = x[index]: dx = zeros of x's shape with dy added in at index (repeats sum up);
+    saves nothing (the index is an attribute)."""
+    return [ctx.op("getitem_backward", [ctx.d_output], [ctx.d_inputs[0]],
+                   index=ctx.fwd_op.attrs["index"], shape=ctx.shape(ctx.fwd_op.inputs[0]))]
+
+
+def _compile_getitem(x, index=None, **attrs):
+    def take(x, out):   # (the index stays in the closure: a plan's arguments are its buffers)
+        out[...] = x[index]
+    return plan_call(take, x, np.array(x[index]))
+
+
+def _compile_getitem_backward(grad_output, index=None, shape=None, **attrs):
+    def scatter(grad_output, out):
+        out.fill(0)
+        np.add.at(out, index, grad_output)
+    return plan_call(scatter, grad_output, np.zeros(shape, grad_output.dtype))
+
+
+def _capture_getitem(node, v, inputs):
+    """Ints and slices only: an index array would be a constant of the plan, and one computed
+    from fn's inputs would silently stay at its capture-time value."""
+    parts = node.index if isinstance(node.index, tuple) else (node.index,)
+    if not all(isinstance(p, (int, np.integer, slice)) or p is None or p is Ellipsis for p in parts):
+        raise NotCapturable(
+            f"capture: getitem of shape {inputs[0].shape} with the index {node.index!r}: the aot "
+            f"getitem takes ints and slices. Rule: an index array would be frozen into the plan "
+            f"at its capture-time value. Fix: index with ints and slices, or use an op that takes "
+            f"the indices as an input (embedding).")
+    return "getitem", {"index": node.index}
+
+
+define(GetItem, rule=getitem_rule, capture=_capture_getitem, saves="nothing (the index)",
+       compilers={"getitem": _compile_getitem, "getitem_backward": _compile_getitem_backward})
 
 
 def _plain_index(index):
