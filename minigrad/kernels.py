@@ -194,6 +194,11 @@ def tanh_backward(y: np.ndarray, grad_output: np.ndarray, out=None) -> np.ndarra
     return np.multiply(grad, grad_output, grad)
 
 
+def abs_backward(x: np.ndarray, grad_output: np.ndarray, out=None) -> np.ndarray:
+    """d |x|: g sign(x) (0 where x = 0)."""
+    return np.multiply(grad_output, np.sign(x), out=out)
+
+
 def relu_backward(x: np.ndarray, grad_output: np.ndarray, out=None) -> np.ndarray:
     """d relu: g where x > 0, else 0."""
     return np.multiply(grad_output, x > 0, out=out)
@@ -771,3 +776,57 @@ def qkv_qk_norm_rope_backward(qkv_out: np.ndarray, q_weight: np.ndarray, k_weigh
         d_weights.append(d_weight)
     d_qkv[:, :, 2] = grad_output[:, :, 2]
     return d_qkv, d_weights[0], d_weights[1]
+
+
+# --- how an ahead-of-time plan calls a kernel (the compilers in each op's row use these) ---
+# A compiler takes (input arrays, attrs) and returns (output buffer, [(fn, args)]): it computes
+# its result once (that allocates the buffer) and returns the calls that recompute it into the
+# same buffer on every run. An op with several outputs returns a tuple of buffers.
+
+def plan_call(fn, *args):
+    """Run fn(*args) once (its last arg is the out buffer) and return the buffer and the call.
+    numpy returns a 0-d result as a scalar (np.add of two 0-d arrays is a float64), which no out=
+    accepts and no later run would see change: buffers come from as_array or empty_for."""
+    fn(*args)
+    return args[-1], [(fn, args)]
+
+
+def run_calls(calls: list) -> list:
+    """Run the calls once (the compile-time result) and return them for the plan."""
+    for fn, args in calls:
+        fn(*args)
+    return calls
+
+
+def empty_for(*arrays) -> np.ndarray:
+    """The out buffer of an elementwise kernel of arrays (allocated first: the kernels write their
+    out in place, which a 0-d result computed without out= could not take)."""
+    return np.empty(np.broadcast_shapes(*(a.shape for a in arrays)), np.result_type(*arrays))
+
+
+def ufunc_compiler(ufunc):
+    """The compiler of an op that is one numpy ufunc of its inputs (add, exp, ...)."""
+    def compile_(*arrays, **attrs):
+        return plan_call(ufunc, *arrays, as_array(ufunc(*arrays)))
+    return compile_
+
+
+def activation_compiler(kernel):
+    """The compiler of kernel(x, out) (relu, sigmoid, silu, ...)."""
+    def compile_(x, **attrs):
+        return plan_call(kernel, x, empty_for(x))
+    return compile_
+
+
+def grad_compiler(kernel):
+    """Backward kernels take (forward tensor, grad_output, out); rules list the gradient first."""
+    def compile_(grad_output, x, **attrs):
+        return plan_call(kernel, x, grad_output, empty_for(x, grad_output))
+    return compile_
+
+
+def along_axis_compiler(kernel):
+    """The compiler of kernel(x, axis, out) (softmax, log_softmax)."""
+    def compile_(x, axis=-1, **attrs):
+        return plan_call(kernel, x, axis, kernel(x, axis))
+    return compile_

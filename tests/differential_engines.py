@@ -227,13 +227,19 @@ def run_aot(program, datas, policy="save_all"):
 
 # -- which engine runs which program ----------------------------------------------------------------
 def aot_knows(program) -> bool:
-    """Capture has a form for every op (its matmul takes 2-D operands only)."""
+    """Capture has a form for every op (its matmul takes 2-D operands only, its getitem ints and
+    slices: an index array would be frozen into the plan, so capture refuses it)."""
     try:
         values = node_values(program, [leaf.array for leaf in program.leaves()])[0]
     except (ValueError, IndexError, TypeError):   # a misuse step: numpy refuses it too
         values = [np.empty((1, 1))] * len(program.nodes)
     return all(OPS[s.op].aot and (s.op != "matmul" or all(values[i].ndim == 2 for i in s.inputs))
+               and (s.op != "getitem" or not _has_array(s.attrs["index"]))
                for s in program.steps())
+
+
+def _has_array(index) -> bool:
+    return any(isinstance(i, np.ndarray) for i in (index if isinstance(index, tuple) else (index,)))
 
 
 def engines_for(program) -> dict:

@@ -149,7 +149,7 @@ OPS = {
                tape_mean),
     "max": Op(lambda a, axis, keepdims: a.max(axis=axis, keepdims=keepdims),
               lambda a, axis, keepdims: np.max(a, axis=axis, keepdims=keepdims),
-              aot=False, kink=max_gap),
+              kink=max_gap),
     "reshape": Op(lambda a, shape: mg.reshape(a, shape), np.reshape,
                   lambda a, shape: a.reshape(shape)),
     "transpose": Op(lambda a, axes: mg.transpose(a, axes), np.transpose,
@@ -157,7 +157,7 @@ OPS = {
     "broadcast_to": Op(lambda a, shape: mg.broadcast_to(a, shape), np.broadcast_to,
                        lambda a, shape: np.broadcast_to(a, shape)),
     "getitem": Op(lambda a, index: a[index], lambda a, index: a[index],
-                  lambda a, index: obj(a[index]), aot=False),
+                  lambda a, index: obj(a[index])),   # (aot: ints and slices, see aot_knows)
     "matmul": Op(lambda a, b: a @ b, np.matmul, lambda a, b: obj(a @ b)),
     "softmax": Op(lambda a, axis: mg.softmax(a, axis=axis),
                   lambda a, axis: np.exp(ref_log_softmax(a, axis)), tape_softmax),
@@ -173,8 +173,8 @@ OPS = {
     "no_grad": Op(scaled_without_grad, lambda a: a * 2.0, stops_grad=True),
     "concat": Op(lambda a, b, axis: mg.concat([a, b], axis=axis),
                  lambda a, b, axis: np.concatenate([a, b], axis=axis),
-                 lambda a, b, axis: np.concatenate([a, b], axis=axis), aot=False),
+                 lambda a, b, axis: np.concatenate([a, b], axis=axis)),
     "stack": Op(lambda a, b, axis: mg.stack([a, b], axis=axis),
                 lambda a, b, axis: np.stack([a, b], axis=axis),
-                lambda a, b, axis: np.stack([a, b], axis=axis), aot=False),
+                lambda a, b, axis: np.stack([a, b], axis=axis)),
 }

@@ -80,7 +80,7 @@ def data_times_param():
     """loss = sum(tanh(x * V)): x is data (no gradient wanted), V a parameter."""
     V = mg.create_leaf(np.full((2, 3), 0.5), requires_grad=True, name="V")
     forward = aot.capture(lambda x: (x * V).tanh().sum(), np.ones((2, 3)), params=[V])
-    assert [op.type for op in forward.operations] == ["multiply", "tanh", "sum"]
+    assert [op.type for op in forward.operations] == ["mul", "tanh", "sum"]
     return forward
 
 
@@ -93,30 +93,30 @@ def with_rule(op_type, rule):
 def naive_multiply_backward(ctx):
     """Writes both input gradients without asking ctx.needs_grad(i)."""
     a, b = ctx.fwd_op.inputs
-    return [ctx.op("multiply", [ctx.d_output, ctx.read(b)], [ctx.d_inputs[0]]),
-            ctx.op("multiply", [ctx.d_output, ctx.read(a)], [ctx.d_inputs[1]])]
+    return [ctx.op("mul", [ctx.d_output, ctx.read(b)], [ctx.d_inputs[0]]),
+            ctx.op("mul", [ctx.d_output, ctx.read(a)], [ctx.d_inputs[1]])]
 
 
 def test_a_rule_writing_the_gradient_of_an_input_that_needs_none_is_refused():
     forward = data_times_param()
-    with pytest.raises(aot.DeriveError, match=r"rule naive_multiply_backward for multiply_0 "
-                       r"\(multiply\).*writes a tensor named None.*input 0 \('x'\).*"
+    with pytest.raises(aot.DeriveError, match=r"rule naive_multiply_backward for mul_0 "
+                       r"\(mul\).*writes a tensor named None.*input 0 \('x'\).*"
                        r"Fix: check ctx.needs_grad\(i\)"):
-        aot.derive_backward_graph(forward, registry=with_rule("multiply", naive_multiply_backward))
-    assert aot.registry.rule_for(forward.operations[0]).__name__ == "multiply_backward"
+        aot.derive_backward_graph(forward, registry=with_rule("mul", naive_multiply_backward))
+    assert aot.registry.rule_for(forward.operations[0]).__name__ == "mul_rule"
     # the same rule is right where both inputs need a gradient: the error is about None only
     forward.no_grad.clear()
-    backward = aot.derive_backward_graph(forward, registry=with_rule("multiply", naive_multiply_backward))
+    backward = aot.derive_backward_graph(forward, registry=with_rule("mul", naive_multiply_backward))
     assert sorted(backward.outputs) == ["d_V", "d_x"]
-    assert "d_x = multiply(d_multiply_0, V)" in str(backward)
+    assert "d_x = mul(d_mul_0, V)" in str(backward)
 
 
 def test_a_rule_reading_the_gradient_of_an_input_that_needs_none_is_refused():
     def reads_none(ctx):
         return [ctx.op("neg", [ctx.d_inputs[0]], [ctx.d_inputs[1]])]
-    with pytest.raises(aot.DeriveError, match=r"reads_none for multiply_0 \(multiply\).*reads a "
+    with pytest.raises(aot.DeriveError, match=r"reads_none for mul_0 \(mul\).*reads a "
                        r"tensor named None.*input 0 \('x'\)"):
-        aot.derive_backward_graph(data_times_param(), registry=with_rule("multiply", reads_none))
+        aot.derive_backward_graph(data_times_param(), registry=with_rule("mul", reads_none))
 
 
 def test_an_operation_with_a_none_name_still_prints():
@@ -125,10 +125,10 @@ def test_an_operation_with_a_none_name_still_prints():
 
 @pytest.mark.parametrize("misuse, message", [
     (lambda ctx: ctx.shape("nope"), r"tanh_1 \(tanh\) asked ctx.shape\('nope'\): 'nope' is not a "
-                                    r"tensor of the forward graph.*Fix: .*\['multiply_0'\]"),
+                                    r"tensor of the forward graph.*Fix: .*\['mul_0'\]"),
     (lambda ctx: ctx.temp("d_t", like="nope"), r"ctx.temp\('d_t', like='nope'\).*not a tensor"),
     (lambda ctx: ctx.needs_grad(3), r"ctx.needs_grad\(3\), but the op has 1 inputs "
-                                    r"\['multiply_0'\].*Fix: i in 0..0"),
+                                    r"\['mul_0'\].*Fix: i in 0..0"),
 ], ids=["shape", "temp", "needs_grad"])
 def test_a_rule_asking_the_context_about_a_wrong_name_or_index(misuse, message):
     def asks(ctx):
@@ -157,9 +157,9 @@ def test_a_rule_writing_a_name_already_taken_is_refused(written):
 
 def test_a_compiler_returning_a_numpy_scalar_is_refused(monkeypatch):
     """A 0-d result held as a scalar would keep its first value on every later run."""
-    from minigrad.aot import execute
+    from minigrad import optable
     _, forward, _ = small()
-    monkeypatch.setitem(execute.COMPILERS, "sum", lambda x, **attrs: (np.add.reduce(x, None), []))
+    monkeypatch.setitem(optable.TABLE["sum"].compilers, "sum", lambda x, **attrs: (np.add.reduce(x, None), []))
     with pytest.raises(aot.ExecuteError, match=r"compiler of 'sum' \(sum_1\) made a float64 for "
                        r"'loss', not an ndarray.*kernels.as_array"):
         aot.Executor(forward, None, None, np.ones((2, 3)))
@@ -167,7 +167,8 @@ def test_a_compiler_returning_a_numpy_scalar_is_refused(monkeypatch):
 
 def test_a_compiled_call_hiding_buffers_in_a_tuple_is_refused(monkeypatch):
     """Placement re-points array arguments; arrays inside a tuple would keep their old memory."""
-    from minigrad.aot import execute, placement
+    from minigrad import optable
+    from minigrad.aot import placement
 
     def sum_via_tuple(x, **attrs):
         out = np.zeros(())
@@ -176,7 +177,7 @@ def test_a_compiled_call_hiding_buffers_in_a_tuple_is_refused(monkeypatch):
         into((x, out))
         return out, [(into, ((x, out),))]
     _, forward, _ = small()
-    monkeypatch.setitem(execute.COMPILERS, "sum", sum_via_tuple)
+    monkeypatch.setitem(optable.TABLE["sum"].compilers, "sum", sum_via_tuple)
     with pytest.raises(placement.PlacementError, match=r"compiled call of into takes a tuple "
                        r"argument.*Fix: pass each array as its own argument"):
         aot.Executor(forward, None, None, np.ones((2, 3)))

@@ -310,7 +310,7 @@ def test_float32_layer_stays_float32_and_matches_eager():
 def test_derive_alone_skips_float_tensors_named_like_indices(name):
     """No capture involved: a float graph input, not listed as data, is skipped for its name."""
     def graph(index_name):
-        return ir([("multiply_0", "multiply", ("x", index_name), ("prod",), {}),
+        return ir([("mul_0", "mul", ("x", index_name), ("prod",), {}),
                    ("sum_1", "sum", ("prod",), ("loss",), {"axis": None, "keepdims": False})],
                   ["x", index_name], {"x": ((N, D), "f8"), index_name: ((N, D), "f8"),
                                       "prod": ((N, D), "f8"), "loss": ((), "f8")})

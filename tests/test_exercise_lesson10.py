@@ -1,14 +1,14 @@
 """Lesson 10's check_multiply_rule on right and wrong rules: it passes the right one and reports
 each wrong one as FAIL with the case, the library's message and a hint (it never raises)."""
-from minigrad.aot.rules import multiply_backward as right   # the library's own rule
+from minigrad.ops.elementwise import mul_rule as right   # the library's own rule
 from minigrad.exercises.lesson10 import check_multiply_rule
 
 
 def without_needs_grad(ctx):
     """Writes both gradients, also for the data input x that needs none."""
     a, b = ctx.fwd_op.inputs
-    return [*ctx.to_input_shape(0, "multiply", [ctx.d_output, ctx.read(b)]),
-            *ctx.to_input_shape(1, "multiply", [ctx.d_output, ctx.read(a)])]
+    return [*ctx.to_input_shape(0, "mul", [ctx.d_output, ctx.read(b)]),
+            *ctx.to_input_shape(1, "mul", [ctx.d_output, ctx.read(a)])]
 
 
 def with_matmul(ctx):
@@ -36,4 +36,4 @@ def test_a_rule_emitting_the_wrong_op_fails_instead_of_raising(capsys):
     out = capsys.readouterr().out
     assert out.startswith("FAIL check_multiply_rule: tanh(x @ W) * V")
     assert "running the derived backward graph failed: ValueError" in out
-    assert "d_tanh_1 = matmul(d_multiply_2, V)" in out
+    assert "d_tanh_1 = matmul(d_mul_2, V)" in out

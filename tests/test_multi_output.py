@@ -6,12 +6,8 @@ import numpy as np
 import pytest
 
 import minigrad as mg
-from minigrad import aot
-import minigrad.aot.capture  # noqa: F401
-capture_module = __import__("sys").modules["minigrad.aot.capture"]
-from minigrad.aot import execute
+from minigrad import aot, optable
 from minigrad.aot.document import aot_document
-from minigrad.aot.ir import TensorInfo
 from minigrad.eager.function import Function
 from minigrad.ops.multi import link_outputs, linked_output, primary_of
 from minigrad.eager.variable import OPS, Variable
@@ -57,8 +53,8 @@ def sincos(x):
 
 
 def _translate(node, v, inputs):
-    return "toy_sincos", {}, [v, linked_output(node, "cos", ("cos", TensorInfo(v.shape, v.dtype))),
-                              linked_output(node, "sign", ("sign", TensorInfo(v.shape, np.int64)))]
+    return "toy_sincos", {}, [v, linked_output(node, "cos", ("cos", v.shape, v.dtype)),
+                              linked_output(node, "sign", ("sign", v.shape, np.int64))]
 
 
 def _compile(x, **attrs):
@@ -104,10 +100,10 @@ def _grad_compiler(fn):
 @pytest.fixture
 def toy(monkeypatch):
     monkeypatch.setitem(OPS, "toy_sincos", ToySin)
-    monkeypatch.setitem(capture_module.CAPTURED, "toy_sincos", _translate)
-    monkeypatch.setitem(execute.COMPILERS, "toy_sincos", _compile)
-    monkeypatch.setitem(execute.COMPILERS, "toy_sin_grad", _grad_compiler(np.cos))
-    monkeypatch.setitem(execute.COMPILERS, "toy_cos_grad", _grad_compiler(lambda x: -np.sin(x)))
+    monkeypatch.setitem(optable.TABLE, "toy_sincos", optable.OpSpec(
+        "toy_sincos", ToySin, capture=_translate, compilers={
+            "toy_sincos": _compile, "toy_sin_grad": _grad_compiler(np.cos),
+            "toy_cos_grad": _grad_compiler(lambda x: -np.sin(x))}))
     rules = aot.registry.copy()
     rules.register_rule("toy_sincos", _rule)
     return rules
@@ -169,7 +165,7 @@ def test_capture_makes_one_operation_with_three_outputs(toy):
     assert op.inputs == ("x",)
     assert len(op.outputs) == 3 and op.outputs[1:] == (f"{op.outputs[0]}.cos", f"{op.outputs[0]}.sign")
     assert forward.shape_env[op.outputs[2]].dtype == np.int64
-    consumers = [o for o in forward.operations if o.type == "multiply"]
+    consumers = [o for o in forward.operations if o.type == "mul"]
     assert {t for o in consumers for t in o.inputs} >= set(op.outputs)   # all three are read
     backward = aot.derive_backward_graph(forward, registry=toy)
     assert backward.outputs == ["d_x"]
@@ -232,7 +228,7 @@ def test_executor_placement_plan_and_document_see_every_output(toy):
 
 
 def test_a_compiler_returning_too_few_outputs_is_named(toy, monkeypatch):
-    monkeypatch.setitem(execute.COMPILERS, "toy_sincos", lambda x, **a: ((np.sin(x), np.cos(x)), []))
+    monkeypatch.setitem(optable.TABLE["toy_sincos"].compilers, "toy_sincos", lambda x, **a: ((np.sin(x), np.cos(x)), []))
     x = RNG.normal(size=(3, 4))
     forward = aot.capture(_both, mg.create_leaf(x, requires_grad=True, name="x"))
     with pytest.raises(aot.ExecuteError, match=r"toy_sincos.*2 arrays for the 3 outputs.*tuple of 3"):
@@ -267,8 +263,8 @@ def pick(x):
 
 def test_an_integer_output_that_is_also_an_input_of_the_main_node(monkeypatch):
     monkeypatch.setitem(OPS, "toy_pick", ToyPick)
-    monkeypatch.setitem(capture_module.CAPTURED, "toy_pick", lambda node, v, inputs: (
-        "toy_pick", {}, [v, linked_output(node, "indices", ("indices", TensorInfo(v.shape, np.int64)))]))
+    monkeypatch.setitem(optable.TABLE, "toy_pick", optable.OpSpec("toy_pick", ToyPick, capture=lambda node, v, inputs: (
+        "toy_pick", {}, [v, linked_output(node, "indices", ("indices", v.shape, np.int64))])))
     x = RNG.normal(size=(4, 3))
 
     def fn(x):
@@ -277,6 +273,6 @@ def test_an_integer_output_that_is_also_an_input_of_the_main_node(monkeypatch):
     forward = aot.capture(fn, mg.create_leaf(x, requires_grad=True, name="x"))
     (op,) = [o for o in forward.operations if o.type == "toy_pick"]
     assert op.inputs == ("x",) and op.outputs[1] == f"{op.outputs[0]}.indices"
-    assert [o.type for o in forward.operations] == ["toy_pick", "multiply", "multiply", "sum"]
+    assert [o.type for o in forward.operations] == ["toy_pick", "mul", "mul", "sum"]
     assert not forward.constants, forward.text()   # the indices are an output, not a folded constant
 

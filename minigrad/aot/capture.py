@@ -28,10 +28,11 @@ import sys
 
 import numpy as np
 
+from .. import optable
 from ..errors import MinigradError
 from ..modes import is_grad_enabled, modes
 from ..eager.variable import OPS, Variable, create_leaf
-from ..ops.multi import linked_output, primary_of
+from ..ops.multi import primary_of
 from .derive import INDEX_NAME
 from .ir import Graph, Operation, TensorInfo
 
@@ -267,13 +268,16 @@ def _record(graph: Graph, v: Variable, names: dict, owners: dict) -> None:
     node = v.grad_fn
     if node.name == "stop_gradient" and id(v) not in names and v.name == inputs[0].name:
         names[id(v)] = _free_name(None, f"{names[id(inputs[0])]}.detached", graph)
-    translate = CAPTURED.get(node.name)
-    if translate is None:
+    row = optable.captured().get(node.name)   # how the op's row says to write it
+    if row is None:
         raise CaptureError(f"capture: the eager op '{node.name}' has no ahead-of-time form. "
-                           f"Supported: {', '.join(sorted(CAPTURED))}. Fix: express it with these "
-                           f"ops, or add it to minigrad.aot.capture.CAPTURED (with an executor "
-                           f"kernel and a backward rule).")
-    op_type, attrs, *more = translate(node, v, inputs)
+                           f"Supported: {', '.join(sorted(optable.captured()))}. Fix: express it "
+                           f"with these ops, or give its row in the op table (minigrad/optable.py) "
+                           f"a capture translation, a backward rule and compilers.")
+    try:
+        op_type, attrs, *more = row.translate(node, v, inputs)
+    except optable.NotCapturable as refusal:
+        raise CaptureError(str(refusal)) from None
     outputs = more[0] if more else [v]
     _append(graph, v, names, op_type, attrs, inputs, outputs, node)
     for out in outputs:
@@ -310,7 +314,7 @@ def _name_leaf(graph: Graph, x: Variable, names: dict, owners: dict) -> None:
 
 def _append(graph: Graph, v: Variable, names: dict, op_type: str, attrs: dict, inputs: list,
             outputs: list, node) -> None:
-    """Write v's operation: name its outputs (Variables and (label, TensorInfo) pairs)."""
+    """Write v's operation: name its outputs (Variables and (label, shape, dtype) triples)."""
     k = len(graph.operations)
     op_id = f"{op_type}_{k}"
     if id(v) not in names:
@@ -321,9 +325,9 @@ def _append(graph: Graph, v: Variable, names: dict, op_type: str, attrs: dict, i
             if id(out) not in names:
                 names[id(out)] = _free_name(out.name, f"{names[id(v)]}.{_label(node, out)}", graph)
             name, info = names[id(out)], TensorInfo(out.shape, out.dtype)
-        else:
-            label, info = out
-            name = _free_name(None, f"{names[id(v)]}.{label}", graph)
+        else:   # (label, shape, dtype): an output only backward reads (rstd, lse)
+            label, shape, dtype = out
+            name, info = _free_name(None, f"{names[id(v)]}.{label}", graph), TensorInfo(shape, dtype)
         graph.shape_env[name] = info
         out_names.append(name)
     graph.operations.append(Operation(op_id, op_type, tuple(names[id(x)] for x in inputs),
@@ -359,96 +363,3 @@ def _output_name(v: Variable, op_id: str, input_names: list, graph: Graph) -> st
         if _is_free(name, graph):
             return name
     return _free_name(None, op_id, graph)   # (a parameter may be named like an op id)
-
-
-def _same(op_type: str):
-    return lambda node, v, inputs: (op_type, {})
-
-
-def _matmul(node, v, inputs):
-    shapes = [x.shape for x in inputs[:2]]
-    if any(len(s) != 2 for s in shapes):
-        raise CaptureError(f"capture: {node.name} of shapes {shapes[0]} and {shapes[1]}: the aot "
-                           f"matmul takes 2-D operands. Fix: reshape to (rows, features) first.")
-    return ("matmul_bias" if len(inputs) == 3 else "matmul"), {"transpose": "NN"}
-
-
-def _add(node, v, inputs):
-    a, b = inputs
-    if b.ndim == 1 and a.ndim >= 2 and b.shape[0] == a.shape[-1]:
-        return "bias_add", {}   # x + b with b along the last axis: the layer's bias
-    return "add", {}
-
-
-def _reduce(op_type):
-    def translate(node, v, inputs):
-        return op_type, {"axis": node.axes, "keepdims": node.keepdims}
-    return translate
-
-
-def _along_axis(op_type):
-    def translate(node, v, inputs):
-        return op_type, {"axis": node.axis}
-    return translate
-
-
-# eager op name -> function(node, output Variable, inputs) giving (IR op type, attrs)
-CAPTURED = {
-    "add": _add, "sub": _same("subtract"), "mul": _same("multiply"), "div": _same("divide"),
-    "neg": _same("neg"), "exp": _same("exp"), "log": _same("log"), "tanh": _same("tanh"),
-    "sigmoid": _same("sigmoid"), "relu": _same("relu"), "silu": _same("silu"),
-    "gelu": _same("gelu"),
-    "pow": lambda node, v, inputs: ("pow", {"exponent": node.exponent}),
-    "matmul": _matmul, "linear": _matmul,
-    "sum": _reduce("sum"), "mean": _reduce("mean"),
-    "reshape": lambda node, v, inputs: ("view", {"shape": tuple(v.shape)}),
-    "transpose": lambda node, v, inputs: ("transpose", {"axes": node.axes}),
-    "softmax": _along_axis("softmax"), "log_softmax": _along_axis("log_softmax"),
-    "cross_entropy": _same("cross_entropy"), "mse": _same("mse"),
-    "broadcast_to": lambda node, v, inputs: ("broadcast_to", {"shape": tuple(v.shape)}),
-    "stop_gradient": _same("stop_gradient"),   # x.detach() (Recording.detached)
-}
-CAPTURED.update({name: _same(name) for name in (   # mixture of experts (single-output ops)
-    "moe_softmax", "moe_sigmoid", "moe_unpermute", "moe_grouped_gemm_gate_up",
-    "moe_grouped_gemm_down")})
-CAPTURED["moe_topk"] = lambda node, v, inputs: (          # (weights, indices)
-    "moe_topk", {"k": node.k}, [v, linked_output(node, "indices")])
-CAPTURED["moe_permute"] = lambda node, v, inputs: (       # (x_perm, scatter_indices, expert_offsets)
-    "moe_permute", {"num_experts": node.num_experts},
-    [v, linked_output(node, "scatter_indices"), linked_output(node, "expert_offsets")])
-
-
-# -- transformer ops (ops/transformer.py); rstd and lse are outputs only backward reads --------
-def _rmsnorm(node, v, inputs):
-    return "rmsnorm", {"eps": node.eps}, [v, ("rstd", TensorInfo(v.shape[:-1], v.dtype))]
-
-
-def _fused_residual_rmsnorm(node, v, inputs):
-    residual_out = linked_output(node, "residual_out", ("residual_out", TensorInfo(v.shape, v.dtype)))
-    return "fused_residual_rmsnorm", {"eps": node.eps}, [
-        residual_out, v, ("rstd", TensorInfo(v.shape[:-1], v.dtype))]
-
-
-def _attention(node, v, inputs):
-    b, t, h, _ = v.shape
-    return "attention", {"causal": node.causal}, [v, ("lse", TensorInfo((b, h, t), v.dtype))]
-
-
-CAPTURED.update({
-    "embedding": _same("embedding"), "swiglu": _same("swiglu"), "rope": _same("rope"),
-    "fused_lm_head_loss": _same("fused_lm_head_loss"), "rmsnorm": _rmsnorm,
-    "fused_residual_rmsnorm": _fused_residual_rmsnorm, "attention": _attention,
-})
-
-
-def _flash_attention(node, v, inputs):
-    b, t, h, _ = v.shape
-    return "flash_attention", {"causal": node.causal}, [v, ("lse", TensorInfo((b, h, t), v.dtype))]
-
-
-def _qkv_qk_norm_rope(node, v, inputs):
-    rstd = TensorInfo(v.shape[:2] + v.shape[3:4], v.dtype)
-    return "qkv_qk_norm_rope", {"eps": node.eps}, [v, ("q_rstd", rstd), ("k_rstd", rstd)]
-
-
-CAPTURED.update({"flash_attention": _flash_attention, "qkv_qk_norm_rope": _qkv_qk_norm_rope})

@@ -10,7 +10,9 @@ import numpy as np
 
 from .. import kernels
 from ..ops.moe import check_expert_range, check_offsets
-from .execute import _activation, _along_axis, _call, _run
+from ..kernels import activation_compiler, along_axis_compiler
+from ..kernels import plan_call as _call, run_calls as _run
+from ..optable import attach
 
 
 # Index tensors may be fed to a plan as data, new on every run: the calls that read them check
@@ -92,16 +94,21 @@ def _permute_backward(grad_x_perm, scatter_indices, n_tokens=None, **attrs):
                  np.empty((n_tokens, grad_x_perm.shape[1]), grad_x_perm.dtype))
 
 
-MOE_COMPILERS = {
-    "moe_topk": _topk, "moe_topk_backward": _topk_backward,
-    "moe_permute": _permute, "moe_permute_backward": _permute_backward,
-    "moe_softmax": _along_axis(kernels.softmax),
-    "moe_sigmoid": _activation(kernels.sigmoid),
-    "moe_grouped_gemm_gate_up": _grouped_gemm("moe_grouped_gemm_gate_up"),
-    "moe_grouped_gemm_down": _grouped_gemm("moe_grouped_gemm_down"),
-    "moe_grouped_gemm_backward_x": _grouped_gemm_backward_x,
-    "moe_grouped_gemm_backward_weight": _grouped_gemm_backward_weight,
-    "moe_unpermute": _unpermute,
-    "moe_unpermute_backward_expert_out": _unpermute_backward_expert_out,
-    "moe_unpermute_backward_weights": _unpermute_backward_weights,
-}
+# Each op's compilers enter its row of the op table (the backward kernels with the op whose rule
+# emits them; both grouped matmuls' rules emit the same two).
+for name, compilers in {
+    "moe_topk": {"moe_topk": _topk, "moe_topk_backward": _topk_backward},
+    "moe_permute": {"moe_permute": _permute, "moe_permute_backward": _permute_backward},
+    "moe_softmax": {"moe_softmax": along_axis_compiler(kernels.softmax)},
+    "moe_sigmoid": {"moe_sigmoid": activation_compiler(kernels.sigmoid)},
+    "moe_grouped_gemm_gate_up": {
+        "moe_grouped_gemm_gate_up": _grouped_gemm("moe_grouped_gemm_gate_up"),
+        "moe_grouped_gemm_backward_x": _grouped_gemm_backward_x,
+        "moe_grouped_gemm_backward_weight": _grouped_gemm_backward_weight},
+    "moe_grouped_gemm_down": {"moe_grouped_gemm_down": _grouped_gemm("moe_grouped_gemm_down")},
+    "moe_unpermute": {
+        "moe_unpermute": _unpermute,
+        "moe_unpermute_backward_expert_out": _unpermute_backward_expert_out,
+        "moe_unpermute_backward_weights": _unpermute_backward_weights},
+}.items():
+    attach(name, compilers=compilers)

@@ -10,7 +10,8 @@ import numpy as np
 
 from .. import kernels
 from ..ops.transformer import check_ids, check_qk_norm_weights, check_targets
-from .execute import _call
+from ..kernels import plan_call as _call
+from ..optable import attach
 
 
 def _calls(fn, args, outputs: tuple):
@@ -162,15 +163,20 @@ def _qkv_qk_norm_rope_backward(grad_output, qkv_out, q_weight, k_weight, q_rstd,
                    d_qkv, d_q_weight, d_k_weight), (d_qkv, d_q_weight, d_k_weight))
 
 
-TRANSFORMER_COMPILERS = {
-    "embedding": _embedding, "embedding_backward": _embedding_backward,
-    "rmsnorm": _rmsnorm, "rmsnorm_backward": _rmsnorm_backward,
-    "fused_residual_rmsnorm": _fused_residual_rmsnorm,
-    "fused_residual_rmsnorm_backward": _fused_residual_rmsnorm_backward,
-    "swiglu": _swiglu, "swiglu_backward": _swiglu_backward,
-    "rope": _rope, "rope_backward": _rope_backward,
-    "attention": _attention, "attention_backward": _attention_backward,
-    "fused_lm_head_loss": _lm_head_loss, "fused_lm_head_loss_backward": _lm_head_loss_backward,
-    "flash_attention": _flash_attention, "flash_attention_backward": _flash_attention_backward,
-    "qkv_qk_norm_rope": _qkv_qk_norm_rope, "qkv_qk_norm_rope_backward": _qkv_qk_norm_rope_backward,
-}
+# Each op's compilers (its forward and its backward kernel) enter its row of the op table.
+for name, compilers in {
+    "embedding": {"embedding": _embedding, "embedding_backward": _embedding_backward},
+    "rmsnorm": {"rmsnorm": _rmsnorm, "rmsnorm_backward": _rmsnorm_backward},
+    "fused_residual_rmsnorm": {"fused_residual_rmsnorm": _fused_residual_rmsnorm,
+                               "fused_residual_rmsnorm_backward": _fused_residual_rmsnorm_backward},
+    "swiglu": {"swiglu": _swiglu, "swiglu_backward": _swiglu_backward},
+    "rope": {"rope": _rope, "rope_backward": _rope_backward},
+    "attention": {"attention": _attention, "attention_backward": _attention_backward},
+    "fused_lm_head_loss": {"fused_lm_head_loss": _lm_head_loss,
+                           "fused_lm_head_loss_backward": _lm_head_loss_backward},
+    "flash_attention": {"flash_attention": _flash_attention,
+                        "flash_attention_backward": _flash_attention_backward},
+    "qkv_qk_norm_rope": {"qkv_qk_norm_rope": _qkv_qk_norm_rope,
+                         "qkv_qk_norm_rope_backward": _qkv_qk_norm_rope_backward},
+}.items():
+    attach(name, compilers=compilers)

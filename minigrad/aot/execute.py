@@ -1,6 +1,7 @@
 """Run a forward and a backward Graph on numpy, from a plan compiled once.
 
-Compiling walks the operations once with the example values: each op's compiler computes the
+Compiling walks the operations once with the example values: each op's compiler (from its row of
+the op table, minigrad/optable.py; kernels.py says the calling convention) computes the
 result (allocating its buffer), and returns the flat calls that recompute it *into that buffer*:
 `(np.add, (a, b, out))`. Running is then one loop, `for fn, args in calls: fn(*args)`, with no
 graph, no dictionary and no allocation: that is where ahead-of-time wins over eager, which builds
@@ -20,9 +21,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import kernels
+from .. import optable
 from ..errors import DtypeError, MinigradError
-from ..ops.loss import check_class_targets, check_mse_shapes
+from ..kernels import run_calls
 from ..eager.variable import Variable
 from . import placement
 from .capture import named_params
@@ -98,7 +99,7 @@ class Executor:
             info, grad = backward.shape_env.get(name), self.env[name]
             if info is not None and np.dtype(info.dtype) != grad.dtype:
                 self.env[name] = np.empty(grad.shape, info.dtype)
-                calls += _run([(np.copyto, (self.env[name], grad))])
+                calls += run_calls([(np.copyto, (self.env[name], grad))])
         return calls
 
     def _check_saves(self, backward: Graph) -> None:
@@ -113,13 +114,14 @@ class Executor:
                         f"extra_saves, or derive with auto_save=True.")
 
     def _compile(self, operations, graph: Graph, saved_ok: bool = False) -> list:
-        calls = []
+        calls, compilers = [], optable.compilers()   # (each op's row holds its compilers)
         for op in operations:
-            compiler = COMPILERS.get(op.type)
+            compiler = compilers.get(op.type)
             if compiler is None:
                 raise ExecuteError(f"Executor: no kernel for op type '{op.type}' ({op.id}). Fix: "
-                                   f"add a compiler to minigrad.aot.execute.COMPILERS "
-                                   f"(known: {', '.join(sorted(COMPILERS))}).")
+                                   f"give the op's row a compiler (minigrad.optable.attach("
+                                   f"'{op.type}', compilers={{...}})); known: "
+                                   f"{', '.join(sorted(compilers))}.")
             args = [self._lookup(t, op) for t in op.inputs]
             out, op_calls = compiler(*args, **op.attrs)
             outs = out if isinstance(out, tuple) else (out,)   # a tuple: one array per output
@@ -226,205 +228,3 @@ def _param_sources(params) -> dict:
                                f"params are Variables or numpy arrays. Fix: pass the model, a list "
                                f"of its parameter Variables or a dict name -> Variable or ndarray.")
     return sources
-
-
-# -- compilers: (input arrays, attrs) -> (output buffer, [(fn, args)]) ---------------------------
-# Each computes its result once (that allocates the buffer) and returns the calls that recompute
-# it into the same buffer on every run. An op with several outputs returns a tuple of buffers.
-
-def _call(fn, *args):
-    """Run fn(*args) once (its last arg is the out buffer) and return the buffer and the call.
-    numpy returns a 0-d result as a scalar (np.add of two 0-d arrays is a float64), which no out=
-    accepts and no later run would see change: buffers come from kernels.as_array or _empty_for."""
-    fn(*args)
-    return args[-1], [(fn, args)]
-
-
-def _empty_for(*arrays) -> np.ndarray:
-    """The out buffer of an elementwise kernel of arrays (allocated first: the kernels write their
-    out in place, which a 0-d result computed without out= could not take)."""
-    return np.empty(np.broadcast_shapes(*(a.shape for a in arrays)), np.result_type(*arrays))
-
-
-def _ufunc(ufunc):
-    def compile_(*arrays, **attrs):
-        return _call(ufunc, *arrays, kernels.as_array(ufunc(*arrays)))
-    return compile_
-
-
-def _grad_kernel(kernel):
-    """Backward kernels take (forward tensor, grad_output, out); rules list the gradient first."""
-    def compile_(grad_output, x, **attrs):
-        return _call(kernel, x, grad_output, _empty_for(x, grad_output))
-    return compile_
-
-
-def _activation(kernel):
-    def compile_(x, **attrs):
-        return _call(kernel, x, _empty_for(x))
-    return compile_
-
-
-def _view(x, shape=None, **attrs):
-    y = x.reshape(shape)
-    if np.shares_memory(x, y):
-        return y, []                       # a view: nothing to run
-    return _call(_reshape_into, x, y)      # x was not contiguous: copy each run
-
-
-def _reshape_into(x, out):
-    out[...] = x.reshape(out.shape)
-
-
-def _identity(x, **attrs):
-    return x, []
-
-
-def _copy(x, **attrs):
-    out = x.copy()
-    return out, [(np.copyto, (out, x))]
-
-
-def _transpose(x, axes=None, **attrs):
-    return x.transpose(axes), []
-
-
-def _matmul(a, b, transpose="NN", **attrs):
-    a = a.T if transpose[0] == "T" else a
-    b = b.T if transpose[1] == "T" else b
-    return _call(np.matmul, a, b, np.matmul(a, b))
-
-
-def _matmul_bias(a, b, bias, transpose="NN", **attrs):
-    a = a.T if transpose[0] == "T" else a
-    b = b.T if transpose[1] == "T" else b
-    # the dtype of a @ b + bias (as eager linear): a float64 bias after float32 a @ b is float64
-    out, calls = _call(np.matmul, a, b, np.empty(kernels.matmul_shape(a, b),
-                                                 np.result_type(a, b, bias)))
-    out += bias
-    return out, calls + [(np.add, (out, bias, out))]
-
-
-def _reduce(x, axis=None, keepdims=False):
-    out = kernels.as_array(np.add.reduce(x, axis, None, None, keepdims))
-    return out, _run([(np.add.reduce, (x, axis, None, out, keepdims))])
-
-
-def _sum(x, axis=None, keepdims=False, **attrs):
-    return _reduce(x, axis, keepdims)
-
-
-def _mean(x, axis=None, keepdims=False, **attrs):
-    out, calls = _reduce(x, axis, keepdims)
-    # divided (not scaled by 1/n): an empty batch's mean is 0 / 0 = nan, as in eager and numpy
-    count = kernels.averaged_count(x.size, out.size)
-    return out, calls + _run([(kernels.divide_total, (out, count, out))])
-
-
-def _expand(g, shape=None, axis=None, keepdims=False, scale=1.0, **attrs):
-    """d sum / d mean: g (with the reduced axes put back as size 1) broadcast to shape, scaled."""
-    if not keepdims and axis is not None:
-        axes = (axis,) if isinstance(axis, int) else tuple(axis)
-        g = np.expand_dims(g, tuple(a % len(shape) for a in axes))
-    out = np.empty(shape, dtype=g.dtype)
-    return _call(np.multiply, g, scale, out)
-
-
-def _sum_to_shape(g, shape=None, **attrs):
-    """Undo broadcasting: sum g over the axes broadcasting added or stretched (one reduce call)."""
-    out = np.empty(shape, dtype=g.dtype)
-    lead = g.ndim - len(shape)
-    padded = (1,) * lead + tuple(shape)
-    axes = tuple(i for i in range(g.ndim) if padded[i] == 1 and g.shape[i] != 1) + \
-        tuple(range(lead))
-    axes = tuple(sorted(set(axes)))
-    if not axes:
-        return g, []   # nothing was broadcast: the gradient already has the shape
-    view = out.reshape(padded)
-    return out, _run([(np.add.reduce, (g, axes, None, view, True))])
-
-
-def _run(calls):
-    for fn, args in calls:
-        fn(*args)
-    return calls
-
-
-def _along_axis(kernel):
-    def compile_(x, axis=-1, **attrs):
-        return _call(kernel, x, axis, kernel(x, axis))
-    return compile_
-
-
-def _along_axis_backward(kernel):
-    def compile_(grad_output, y, axis=-1, **attrs):
-        return _call(kernel, y, grad_output, axis, kernel(y, grad_output, axis))
-    return compile_
-
-
-def _pow(x, exponent=None, **attrs):
-    # The buffer in the dtype numpy 2 gives: numpy 1.x promotes a 0-d float32 x by its value.
-    return _call(np.power, x, exponent, np.empty(x.shape, np.result_type(x.dtype, exponent)))
-
-
-def _pow_backward(grad_output, x, exponent=None, **attrs):
-    return _call(kernels.pow_backward, x, exponent, grad_output, _empty_for(x, grad_output))
-
-
-def _checked_cross_entropy(logits, targets, out):
-    # Targets may be new data on every run: checked each time with the eager op's check (numpy
-    # would read -1 as the last class, and raise a bare IndexError past the end).
-    check_class_targets(logits, targets)
-    kernels.cross_entropy(logits, targets, out)
-
-
-def _cross_entropy(logits, targets, **attrs):
-    return _call(_checked_cross_entropy, logits, targets, np.empty((), logits.dtype))
-
-
-def _cross_entropy_backward(grad_output, logits, targets, **attrs):
-    return _call(kernels.cross_entropy_backward, logits, targets, grad_output,
-                 np.empty_like(logits))
-
-
-def _mse(pred, target, **attrs):
-    check_mse_shapes(pred, target)
-    return _call(kernels.mse, pred, target, np.empty((), np.result_type(pred, target)))
-
-
-def _mse_backward(grad_output, pred, target, **attrs):
-    return _call(kernels.mse_backward, pred, target, grad_output,
-                 np.empty(np.broadcast_shapes(pred.shape, target.shape), pred.dtype))
-
-
-def _broadcast_to(x, shape=None, **attrs):
-    return np.broadcast_to(x, shape), []   # a read-only view: nothing to run
-
-
-def _zeros(shape=(), dtype="float64", **attrs):
-    return np.zeros(shape, dtype), []
-
-
-COMPILERS = {
-    "add": _ufunc(np.add), "bias_add": _ufunc(np.add), "subtract": _ufunc(np.subtract),
-    "multiply": _ufunc(np.multiply), "divide": _ufunc(np.divide), "neg": _ufunc(np.negative),
-    "exp": _ufunc(np.exp), "log": _ufunc(np.log), "tanh": _ufunc(np.tanh),
-    "relu": _activation(kernels.relu),
-    "sigmoid": _activation(kernels.sigmoid), "silu": _activation(kernels.silu),
-    "gelu": _activation(kernels.gelu),
-    "tanh_backward": _grad_kernel(kernels.tanh_backward),
-    "sigmoid_backward": _grad_kernel(kernels.sigmoid_backward),
-    "relu_backward": _grad_kernel(kernels.relu_backward),
-    "silu_backward": _grad_kernel(kernels.silu_backward),
-    "gelu_backward": _grad_kernel(kernels.gelu_backward),
-    "softmax": _along_axis(kernels.softmax), "log_softmax": _along_axis(kernels.log_softmax),
-    "softmax_backward": _along_axis_backward(kernels.softmax_backward),
-    "log_softmax_backward": _along_axis_backward(kernels.log_softmax_backward),
-    "matmul": _matmul, "matmul_bias": _matmul_bias,
-    "view": _view, "reshape": _view, "transpose": _transpose,
-    "identity": _identity, "stop_gradient": _identity, "copy": _copy, "zeros": _zeros,
-    "sum": _sum, "mean": _mean, "expand": _expand, "sum_to_shape": _sum_to_shape,
-    "pow": _pow, "pow_backward": _pow_backward,
-    "cross_entropy": _cross_entropy, "cross_entropy_backward": _cross_entropy_backward,
-    "mse": _mse, "mse_backward": _mse_backward, "broadcast_to": _broadcast_to,
-}

@@ -11,21 +11,18 @@ matters. Two policies:
               producer just before its first use ("recomputed.x") so forward need not keep x;
               the producer's own inputs are saved instead (cheap ops, smaller or shared saves).
 
-Views (view, reshape, transpose, identity, broadcast_to) own no memory: they extend their base's range.
+Views (the rows marked alias: reshape, transpose, identity, broadcast_to, ...) own no memory: they extend their base's range.
 Parameters live for the whole run and are reported apart (param_bytes), not in the peak.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from .. import optable
 from ..errors import MinigradError
 from .derive import compute_required_saves
 from .ir import Graph, Operation, saved_name_of, unsaved
 
-ALIAS_OPS = {"view", "reshape", "transpose", "identity", "stop_gradient", "broadcast_to"}
-CHEAP_OPS = {"relu", "tanh", "sigmoid", "silu", "gelu", "add", "bias_add", "subtract", "multiply",
-             "neg", "exp", "swiglu",
-             "rmsnorm", "fused_residual_rmsnorm", "rope"}   # (one pass over each row: as cheap)
 RECOMPUTED = "recomputed."
 
 
@@ -79,17 +76,17 @@ def plan_memory(forward: Graph, backward: Graph, policy: str = "save_all", recom
     """Live ranges and peak bytes of forward + backward under a policy (see the module docstring)."""
     chosen: list = []
     if policy == "recompute":
-        producer = _producers(forward)
+        producer, cheap = _producers(forward), optable.cheap()   # (cheap: a property of each op's row)
         chosen = list(recompute) if recompute is not None else [
-            t for t in backward.save if t in producer and producer[t].type in CHEAP_OPS]
+            t for t in backward.save if t in producer and producer[t].type in cheap]
         backward = recompute_saves(forward, backward, chosen)
     elif policy != "save_all":
         raise PlanError(f"plan_memory: unknown policy '{policy}'. Fix: 'save_all' or 'recompute'.")
     ops = list(forward.operations) + list(backward.operations)
     env = {**forward.shape_env, **backward.shape_env}
-    base = {}   # alias -> the tensor whose memory it is
+    base, aliases = {}, optable.aliases()   # alias -> the tensor whose memory it is
     for op in ops:
-        if op.type in ALIAS_OPS:
+        if op.type in aliases:
             base[op.outputs[0]] = base.get(unsaved(op.inputs[0]), unsaved(op.inputs[0]))
     last = len(ops) - 1
     save, grads = set(backward.save), set(backward.outputs)

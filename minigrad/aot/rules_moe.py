@@ -10,7 +10,7 @@ from .rules import rule, saved_ref
 
 
 @rule("moe_softmax")
-def moe_softmax_backward(ctx):
+def moe_softmax_rule(ctx):
     """probs = softmax(logits) per token: d_logits = probs * (d_probs - sum(d_probs * probs));
     saves probs."""
     return [ctx.op("softmax_backward", [ctx.d_output, saved_ref(ctx.fwd_op.outputs[0])],
@@ -18,14 +18,14 @@ def moe_softmax_backward(ctx):
 
 
 @rule("moe_sigmoid")
-def moe_sigmoid_backward(ctx):
+def moe_sigmoid_rule(ctx):
     """probs = sigmoid(logits): d_logits = d_probs * probs * (1 - probs); saves probs."""
     return [ctx.op("sigmoid_backward", [ctx.d_output, saved_ref(ctx.fwd_op.outputs[0])],
                    [ctx.d_inputs[0]])]
 
 
 @rule("moe_topk")
-def moe_topk_backward(ctx):
+def moe_topk_rule(ctx):
     """(weights, indices) = topk(probs): d_probs = zeros, d_weights[n, j] scattered to column
     indices[n, j] of row n; saves probs (for d_probs' shape) and indices."""
     probs = ctx.fwd_op.inputs[0]
@@ -35,7 +35,7 @@ def moe_topk_backward(ctx):
 
 
 @rule("moe_permute")
-def moe_permute_backward(ctx):
+def moe_permute_rule(ctx):
     """x_perm[s[n*K+j]] = x[n]: d_x[n] = sum_j d_x_perm[s[n*K+j]] (the inverse permutation, the K
     copies summed); saves scatter_indices."""
     x = ctx.fwd_op.inputs[0]
@@ -45,7 +45,7 @@ def moe_permute_backward(ctx):
 
 
 @rule("moe_grouped_gemm_gate_up", "moe_grouped_gemm_down")
-def moe_grouped_gemm_backward(ctx):
+def moe_grouped_gemm_rule(ctx):
     """out[rows of e] = x[rows of e] @ W[e]: d_x = d_out @ W[e]^T, d_W[e] = x^T @ d_out per expert;
     saves x, W (when it is an activation) and expert_offsets, the index the rows are grouped by."""
     x, weight, offsets = ctx.fwd_op.inputs
@@ -60,7 +60,7 @@ def moe_grouped_gemm_backward(ctx):
 
 
 @rule("moe_unpermute")
-def moe_unpermute_backward(ctx):
+def moe_unpermute_rule(ctx):
     """out[n] = sum_j w[n, j] rows[s[n*K+j]]: d_rows[s[n*K+j]] = w[n, j] d_out[n],
     d_w[n, j] = <d_out[n], rows[s[n*K+j]]>; saves expert_out, routing_weights, scatter_indices."""
     expert_out, weights, scatter = ctx.fwd_op.inputs

@@ -9,14 +9,8 @@ from __future__ import annotations
 from .rules import rule, saved_ref
 
 
-def _grads_or_temps(ctx, *indices) -> list:
-    """ctx.d_inputs[i] for each i, or a temp named after the input when it needs no gradient."""
-    return [ctx.d_inputs[i] if ctx.needs_grad(i) else
-            ctx.temp(f"unused_d_{ctx.fwd_op.inputs[i]}", like=ctx.fwd_op.inputs[i]) for i in indices]
-
-
 @rule("embedding")
-def embedding_backward(ctx):
+def embedding_rule(ctx):
     """y = weight[ids]: d_weight = dy rows scatter-added at ids; saves ids."""
     ids, weight = ctx.fwd_op.inputs
     if not ctx.needs_grad(1):
@@ -26,16 +20,16 @@ def embedding_backward(ctx):
 
 
 @rule("rmsnorm")
-def rmsnorm_backward(ctx):
+def rmsnorm_rule(ctx):
     """(y, rstd) = rmsnorm(x, w): d_x, d_w = rmsnorm_backward(dy, x, w, rstd); saves x, rstd."""
     x, weight = ctx.fwd_op.inputs
     rstd = ctx.fwd_op.outputs[1]
     return [ctx.op("rmsnorm_backward", [ctx.d_output, ctx.read(x), ctx.read(weight), saved_ref(rstd)],
-                   _grads_or_temps(ctx, 0, 1))]
+                   ctx.grads_or_temps(0, 1))]
 
 
 @rule("fused_residual_rmsnorm")
-def fused_residual_rmsnorm_backward(ctx):
+def fused_residual_rmsnorm_rule(ctx):
     """(r, y, rstd) = (x + res, rmsnorm(r)): d_x = d_res = dr + rmsnorm's dx, d_w from dy;
     saves residual_out, rstd."""
     x, residual, weight = ctx.fwd_op.inputs
@@ -56,20 +50,20 @@ def fused_residual_rmsnorm_backward(ctx):
     extra = [d_residual_out] if d_residual_out is not None else []
     ops = [ctx.op("fused_residual_rmsnorm_backward",
                   [d_y, saved_ref(residual_out), ctx.read(weight), saved_ref(rstd), *extra],
-                  [d_sum, _grads_or_temps(ctx, 2)[0]])]
+                  [d_sum, ctx.grads_or_temps(2)[0]])]
     ops += [op for i in wanted if i not in full for op in ctx.to_input_shape(i, "identity", [d_sum])]
     return ops
 
 
 @rule("swiglu")
-def swiglu_backward(ctx):
+def swiglu_rule(ctx):
     """y = silu(gate) up: d_gate_up = (dy up silu'(gate), dy silu(gate)); saves gate_up."""
     return [ctx.op("swiglu_backward", [ctx.d_output, ctx.read(ctx.fwd_op.inputs[0])],
                    [ctx.d_inputs[0]])]
 
 
 @rule("rope")
-def rope_backward(ctx):
+def rope_rule(ctx):
     """y = x turned by pos * freqs: dx = dy turned back; saves freqs, position_ids."""
     x, freqs, position_ids = ctx.fwd_op.inputs
     return [ctx.op("rope_backward", [ctx.d_output, ctx.read(freqs), ctx.read(position_ids)],
@@ -77,26 +71,26 @@ def rope_backward(ctx):
 
 
 @rule("attention")
-def attention_backward(ctx):
+def attention_rule(ctx):
     """(out, lse) = attention(q, k, v): dq, dk, dv with p rebuilt from lse; saves q, k, v, out, lse."""
     q, k, v = ctx.fwd_op.inputs
     out, lse = ctx.fwd_op.outputs
     return [ctx.op("attention_backward", [ctx.d_output, ctx.read(q), ctx.read(k), ctx.read(v),
                                           saved_ref(out), saved_ref(lse)],
-                   _grads_or_temps(ctx, 0, 1, 2), causal=ctx.fwd_op.attrs.get("causal", True))]
+                   ctx.grads_or_temps(0, 1, 2), causal=ctx.fwd_op.attrs.get("causal", True))]
 
 
 @rule("fused_lm_head_loss")
-def fused_lm_head_loss_backward(ctx):
+def fused_lm_head_loss_rule(ctx):
     """L = CE(x W, t): d_logits recomputed, d_x = d_logits W^T, d_W = x^T d_logits; saves x, weight."""
     x, weight, targets = ctx.fwd_op.inputs
     return [ctx.op("fused_lm_head_loss_backward",
                    [ctx.d_output, ctx.read(x), ctx.read(weight), ctx.read(targets)],
-                   _grads_or_temps(ctx, 0, 1))]
+                   ctx.grads_or_temps(0, 1))]
 
 
 @rule("flash_attention")
-def flash_attention_backward(ctx):
+def flash_attention_rule(ctx):
     """(out, lse) = attention(views of qkv): d_qkv packed; saves out, lse, qkv."""
     (qkv,) = ctx.fwd_op.inputs
     out, lse = ctx.fwd_op.outputs
@@ -106,7 +100,7 @@ def flash_attention_backward(ctx):
 
 
 @rule("qkv_qk_norm_rope")
-def qkv_qk_norm_rope_backward(ctx):
+def qkv_qk_norm_rope_rule(ctx):
     """(qkv_out, q_rstd, k_rstd): xhat = rope^-1(out) / w, then rmsnorm backward for q and k;
     saves qkv_out, q_rstd, k_rstd (weights, freqs and positions are read like parameters)."""
     qkv, q_weight, k_weight, freqs, position_ids = ctx.fwd_op.inputs
@@ -114,4 +108,4 @@ def qkv_qk_norm_rope_backward(ctx):
     return [ctx.op("qkv_qk_norm_rope_backward",
                    [ctx.d_output, saved_ref(qkv_out), ctx.read(q_weight), ctx.read(k_weight),
                     saved_ref(q_rstd), saved_ref(k_rstd), ctx.read(freqs), ctx.read(position_ids)],
-                   _grads_or_temps(ctx, 0, 1, 2))]
+                   ctx.grads_or_temps(0, 1, 2))]

@@ -1,8 +1,8 @@
 """Lesson 10 (ahead of time): check_multiply_rule.
 
-The student writes the backward rule of the IR op `multiply` (C = A * B: dA = dC * B, dB =
-dC * A). The check registers it in a copy of the rule registry (the library's own multiply rule
-is left alone), then, for a few captured graphs that use multiply, derives the backward graph
+The student writes the backward rule of the IR op `mul` (multiply) (C = A * B: dA = dC * B, dB =
+dC * A). The check registers it in a copy of the rule registry (the library's own mul rule
+is left alone), then, for a few captured graphs that use mul, derives the backward graph
 with it, runs forward + backward with the aot executor and compares every gradient with the
 eager engine's on the same function, in float64.
 """
@@ -52,7 +52,7 @@ def _aot_grads(rule, fn, x, params: dict) -> tuple[dict, object]:
     from minigrad import aot
 
     rules = aot.registry.copy()
-    rules.register_rule("multiply", rule)
+    rules.register_rule("mul", rule)
     leaves = {name: mg.create_leaf(value.copy(), requires_grad=True, name=name)
               for name, value in params.items()}
     forward = aot.capture(lambda x: fn(x, *leaves.values()), x, params=leaves)
@@ -98,7 +98,7 @@ def check_multiply_rule(multiply_backward) -> bool:
                               f"the backward graph your rule made:\n{backward}",
                               "dA = dC * B and dB = dC * A: each operand's gradient multiplies "
                               "the incoming gradient by the *other* operand; ctx.to_input_shape(i, "
-                              "'multiply', [...]) sums it back to input i's shape when it was "
+                              "'mul', [...]) sums it back to input i's shape when it was "
                               "broadcast")
     return passed(CHECK, f"{len(cases)} captured graphs derived with your rule; every gradient "
                          f"from the aot executor equals eager's (float64)")

@@ -1,10 +1,12 @@
-"""Matrix products."""
+"""Matrix products, each one whole: the eager Function, its aot rule and compilers, its row of the
+op table."""
 from __future__ import annotations
 
 import numpy as np
 
 from ..eager.function import Function, register
-from ..kernels import matmul_backward, matmul_shape, result_dtype
+from ..kernels import matmul_backward, matmul_shape, plan_call, result_dtype
+from ..optable import NotCapturable, define
 
 _MATMUL_RULE = ("matmul contracts the last axis of a with the second-to-last axis of b: "
                 "(..., n, k) @ (..., k, m) -> (..., n, m); a 1-D operand acts as a row (left) or a "
@@ -29,6 +31,48 @@ class MatMul(Function):
         a, b = ctx.saved_tensors
         need_a, need_b = ctx.needs_input_grad
         return matmul_backward(a, b, grad_output, need_a, need_b, _grad_buffer(ctx))
+
+
+# The aot matmul takes 2-D operands and a transpose attr: C = op(A) @ op(B), op = transpose when
+# the attr says "T". dA = G @ B^T, dB = A^T @ G for "NN"; the other three move the transposes.
+_MATMUL_GRADS = {   # transpose -> ((a, b, transpose) for dA, (a, b, transpose) for dB)
+    "NN": (("G", "B", "NT"), ("A", "G", "TN")),
+    "NT": (("G", "B", "NN"), ("G", "A", "TN")),
+    "TN": (("B", "G", "NT"), ("A", "G", "NN")),
+    "TT": (("B", "G", "TT"), ("G", "A", "TT")),
+}
+
+
+def matmul_rule(ctx):
+    """C = A @ B: dA = dC @ B^T, dB = A^T @ dC; saves A and B when they are activations."""
+    return _matmul_grads(ctx)
+
+
+def _matmul_grads(ctx) -> list:
+    a, b = ctx.fwd_op.inputs[:2]
+    names = {"G": ctx.d_output, "A": ctx.read(a), "B": ctx.read(b)}
+    grads = _MATMUL_GRADS[ctx.fwd_op.attrs.get("transpose", "NN")]
+    return [ctx.op("matmul", [names[x], names[y]], [ctx.d_inputs[i]], transpose=t)
+            for i, (x, y, t) in enumerate(grads) if ctx.needs_grad(i)]
+
+
+def _compile_matmul(a, b, transpose="NN", **attrs):
+    a = a.T if transpose[0] == "T" else a
+    b = b.T if transpose[1] == "T" else b
+    return plan_call(np.matmul, a, b, np.matmul(a, b))
+
+
+def _capture_matmul(node, v, inputs):
+    """eager matmul and linear (x @ W + b) -> the aot matmul or linear, 2-D operands only."""
+    shapes = [x.shape for x in inputs[:2]]
+    if any(len(s) != 2 for s in shapes):
+        raise NotCapturable(f"capture: {node.name} of shapes {shapes[0]} and {shapes[1]}: the aot "
+                           f"matmul takes 2-D operands. Fix: reshape to (rows, features) first.")
+    return ("linear" if len(inputs) == 3 else "matmul"), {"transpose": "NN"}
+
+
+define(MatMul, rule=matmul_rule, compilers={"matmul": _compile_matmul}, capture=_capture_matmul,
+       saves="A and B (parameters are read, not saved)")
 
 
 @register("linear")
@@ -60,6 +104,28 @@ class Linear(Function):
         if ctx.bias_shape is None:
             return grad_x, grad_w
         return grad_x, grad_w, _bias_grad(ctx, grad_output) if need[2] else None
+
+
+def linear_rule(ctx):
+    """C = A @ B + bias: as matmul, and d_bias = dC summed over the batch."""
+    ops = _matmul_grads(ctx)
+    if ctx.needs_grad(2):
+        ops.append(ctx.op("sum_to_shape", [ctx.d_output], [ctx.d_inputs[2]],
+                          shape=ctx.shape(ctx.fwd_op.inputs[2])))
+    return ops
+
+
+def _compile_linear(a, b, bias, transpose="NN", **attrs):
+    a = a.T if transpose[0] == "T" else a
+    b = b.T if transpose[1] == "T" else b
+    # the dtype of a @ b + bias (as eager linear): a float64 bias after float32 a @ b is float64
+    out, calls = plan_call(np.matmul, a, b, np.empty(matmul_shape(a, b), np.result_type(a, b, bias)))
+    out += bias
+    return out, calls + [(np.add, (out, bias, out))]
+
+
+define(Linear, rule=linear_rule, compilers={"linear": _compile_linear}, capture=_capture_matmul,
+       saves="X and W (parameters are read, not saved)")
 
 
 def _bias_grad(ctx, grad_output):

@@ -1,4 +1,5 @@
-"""Softmax family and losses."""
+"""Softmax family and losses, each one whole: the eager Function, its aot rule and compilers, its
+row of the op table (the math lives in kernels.py)."""
 from __future__ import annotations
 
 import numpy as np
@@ -6,6 +7,18 @@ import numpy as np
 from .. import kernels
 from ..errors import DtypeError, ShapeError, TargetError
 from ..eager.function import Function, register
+from ..kernels import along_axis_compiler, plan_call
+from ..optable import SAME, define
+
+
+def _along_axis_backward_compiler(kernel):
+    def compile_(grad_output, y, axis=-1, **attrs):
+        return plan_call(kernel, y, grad_output, axis, kernel(y, grad_output, axis))
+    return compile_
+
+
+def _capture_along_axis(node, v, inputs):
+    return node.name, {"axis": node.axis}
 
 
 @register("softmax")
@@ -28,6 +41,17 @@ class Softmax(Function):
         return kernels.softmax_backward(z, grad_output, ctx.axis, out=ctx.out(grad_output, z))
 
 
+def softmax_rule(ctx):
+    """y = softmax(x): dx = y * (dy - sum(dy * y)); saves y."""
+    return [ctx.op("softmax_backward", [ctx.d_output, ctx.read(ctx.fwd_op.outputs[0])],
+                   [ctx.d_inputs[0]], axis=ctx.fwd_op.attrs["axis"])]
+
+
+define(Softmax, rule=softmax_rule, capture=_capture_along_axis, saves="the output",
+       compilers={"softmax": along_axis_compiler(kernels.softmax),
+                  "softmax_backward": _along_axis_backward_compiler(kernels.softmax_backward)})
+
+
 @register("log_softmax")
 class LogSoftmax(Function):
     """z = a - log(sum(exp(a))) along axis; saves its output."""
@@ -47,6 +71,18 @@ class LogSoftmax(Function):
         (z,) = ctx.saved_tensors
         return kernels.log_softmax_backward(z, grad_output, ctx.axis,
                                             out=ctx.out(grad_output, z))
+
+
+def log_softmax_rule(ctx):
+    """y = log_softmax(x): dx = dy - exp(y) * sum(dy); saves y."""
+    return [ctx.op("log_softmax_backward", [ctx.d_output, ctx.read(ctx.fwd_op.outputs[0])],
+                   [ctx.d_inputs[0]], axis=ctx.fwd_op.attrs["axis"])]
+
+
+define(LogSoftmax, rule=log_softmax_rule, capture=_capture_along_axis, saves="the output",
+       compilers={"log_softmax": along_axis_compiler(kernels.log_softmax),
+                  "log_softmax_backward": _along_axis_backward_compiler(
+                      kernels.log_softmax_backward)})
 
 
 @register("cross_entropy")
@@ -76,6 +112,35 @@ class CrossEntropy(Function):
         return grad, None
 
 
+def cross_entropy_rule(ctx):
+    """L = -mean log softmax(logits)[t]: d_logits = (softmax(logits) - onehot(t)) / N * dL;
+    saves the logits (softmax is recomputed in backward) and the targets."""
+    logits, targets = ctx.fwd_op.inputs
+    return [ctx.op("cross_entropy_backward", [ctx.d_output, ctx.read(logits), ctx.read(targets)],
+                   [ctx.d_inputs[0]])]
+
+
+def _checked_cross_entropy(logits, targets, out):
+    # Targets may be new data on every run: checked each time with the eager op's check (numpy
+    # would read -1 as the last class, and raise a bare IndexError past the end).
+    check_class_targets(logits, targets)
+    kernels.cross_entropy(logits, targets, out)
+
+
+def _compile_cross_entropy(logits, targets, **attrs):
+    return plan_call(_checked_cross_entropy, logits, targets, np.empty((), logits.dtype))
+
+
+def _compile_cross_entropy_backward(grad_output, logits, targets, **attrs):
+    return plan_call(kernels.cross_entropy_backward, logits, targets, grad_output,
+                     np.empty_like(logits))
+
+
+define(CrossEntropy, rule=cross_entropy_rule, capture=SAME, saves="logits and targets",
+       compilers={"cross_entropy": _compile_cross_entropy,
+                  "cross_entropy_backward": _compile_cross_entropy_backward})
+
+
 @register("mse")
 class MSE(Function):
     """L = mean((pred - target)^2); dL/dpred = 2 (pred - target) / n."""
@@ -96,6 +161,33 @@ class MSE(Function):
         grad = np.multiply(diff, 2 * grad_output / diff.size, out=ctx.out(diff),
                            dtype=diff.dtype)
         return grad, np.negative(grad, out=ctx.out(grad))
+
+
+def mse_rule(ctx):
+    """L = mean((p - t)^2): dp = 2 (p - t) / n * dL, dt = -dp, each summed back to its
+    operand's shape where p and t broadcast; saves p and t."""
+    pred, target = ctx.fwd_op.inputs
+    d_diff = ctx.broadcast_temp("d_mse_diff")
+    ops = [ctx.op("mse_backward", [ctx.d_output, ctx.read(pred), ctx.read(target)], [d_diff])]
+    if ctx.needs_grad(0):
+        ops += ctx.to_input_shape(0, "identity", [d_diff])
+    if ctx.needs_grad(1):
+        ops += ctx.to_input_shape(1, "neg", [d_diff])
+    return ops
+
+
+def _compile_mse(pred, target, **attrs):
+    check_mse_shapes(pred, target)
+    return plan_call(kernels.mse, pred, target, np.empty((), np.result_type(pred, target)))
+
+
+def _compile_mse_backward(grad_output, pred, target, **attrs):
+    return plan_call(kernels.mse_backward, pred, target, grad_output,
+                     np.empty(np.broadcast_shapes(pred.shape, target.shape), pred.dtype))
+
+
+define(MSE, rule=mse_rule, capture=SAME, saves="pred and target",
+       compilers={"mse": _compile_mse, "mse_backward": _compile_mse_backward})
 
 
 def check_mse_shapes(pred: np.ndarray, target: np.ndarray) -> None:

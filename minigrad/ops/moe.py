@@ -23,7 +23,8 @@ from .. import kernels
 from ..errors import DtypeError, ShapeError
 from ..eager.function import Function, register
 from ..eager.variable import Variable
-from .multi import link_outputs
+from .multi import link_outputs, linked_output
+from ..optable import SAME, define
 
 
 @register("moe_softmax")
@@ -300,3 +301,19 @@ def check_offsets(op: str, x: np.ndarray, expert_offsets: np.ndarray) -> None:
         raise ShapeError(f"{op}: expert_offsets {expert_offsets.tolist()} for x of shape "
                          f"{x.shape}. Rule: offsets start at 0, never decrease, and end at "
                          f"x.shape[0] = {rows}. Fix: pass the expert_offsets moe_permute returned.")
+
+
+# -- rows of the op table: how capture writes each op (its rule and compilers are still kept in
+# aot/rules_moe.py and aot/compile_moe.py, which attach them to these rows).
+define(MoeSoftmax, capture=SAME, saves="probs")
+define(MoeSigmoid, capture=SAME, saves="probs")
+define(MoeTopk, saves="probs and indices",
+       capture=lambda node, v, inputs: (   # (weights, indices)
+           "moe_topk", {"k": node.k}, [v, linked_output(node, "indices")]))
+define(MoePermute, saves="scatter_indices",
+       capture=lambda node, v, inputs: (   # (x_perm, scatter_indices, expert_offsets)
+           "moe_permute", {"num_experts": node.num_experts},
+           [v, linked_output(node, "scatter_indices"), linked_output(node, "expert_offsets")]))
+define(MoeUnpermute, capture=SAME, saves="expert_out, routing weights and scatter_indices")
+define(MoeGroupedGemmGateUp, capture=SAME, saves="x and expert_offsets")
+define(MoeGroupedGemmDown, capture=SAME, saves="x and expert_offsets")

@@ -1,4 +1,6 @@
-"""Ops that move values around without arithmetic: reshape, transpose, broadcast, join, index."""
+"""Ops that move values around without arithmetic: reshape, transpose, broadcast, join, index.
+Each is one whole: the eager Function, its aot rule and compilers, its row of the op table. In a
+plan most of them are views: their compilers return a view of the input and no call to run."""
 from __future__ import annotations
 
 import numpy as np
@@ -6,6 +8,8 @@ import numpy as np
 from .. import kernels
 from ..errors import ShapeError
 from ..eager.function import Function, graph_root, register
+from ..kernels import plan_call, run_calls
+from ..optable import SAME, NotCapturable, define
 
 
 @register("reshape")
@@ -28,6 +32,27 @@ class Reshape(Function):
     @staticmethod
     def backward(ctx, grad_output):
         return grad_output.reshape(ctx.shape)
+
+
+def reshape_rule(ctx):
+    """y = x viewed with another shape: dx = dy viewed with x's shape; saves nothing."""
+    return [ctx.op("reshape", [ctx.d_output], [ctx.d_inputs[0]],
+                   shape=ctx.shape(ctx.fwd_op.inputs[0]))]
+
+
+def _compile_reshape(x, shape=None, **attrs):
+    y = x.reshape(shape)
+    if np.shares_memory(x, y):
+        return y, []                           # a view: nothing to run
+    return plan_call(_reshape_into, x, y)      # x was not contiguous: copy each run
+
+
+def _reshape_into(x, out):
+    out[...] = x.reshape(out.shape)
+
+
+define(Reshape, rule=reshape_rule, compilers={"reshape": _compile_reshape}, alias=True,
+       capture=lambda node, v, inputs: ("reshape", {"shape": tuple(v.shape)}), saves="nothing")
 
 
 @register("transpose")
@@ -53,6 +78,19 @@ class Transpose(Function):
         return sizes("transpose", args[0] if len(args) == 1 else args) if args else None
 
 
+def transpose_rule(ctx):
+    """y = x with axes permuted: dx = dy permuted back (negative axes resolved first, as the
+    eager op does); saves nothing."""
+    axes = ctx.fwd_op.attrs.get("axes")
+    back = kernels.inverse_permutation(axes, len(ctx.shape(ctx.fwd_op.inputs[0])))
+    return [ctx.op("transpose", [ctx.d_output], [ctx.d_inputs[0]], axes=back)]
+
+
+define(Transpose, rule=transpose_rule, alias=True, saves="nothing",
+       compilers={"transpose": lambda x, axes=None, **attrs: (x.transpose(axes), [])},
+       capture=lambda node, v, inputs: ("transpose", {"axes": node.axes}))
+
+
 @register("broadcast_to")
 class BroadcastTo(Function):
     """z = a repeated along new or size-1 axes; accumulate_grad sums the gradient back."""
@@ -67,6 +105,33 @@ class BroadcastTo(Function):
     @staticmethod
     def backward(ctx, grad_output):
         return grad_output   # in the output's shape; the reduction is accumulate_grad's job
+
+
+def broadcast_to_rule(ctx):
+    """y = x repeated to a larger shape: dx = dy summed back to x's shape; saves nothing."""
+    return [ctx.op("sum_to_shape", [ctx.d_output], [ctx.d_inputs[0]],
+                   shape=ctx.shape(ctx.fwd_op.inputs[0]))]
+
+
+def _compile_sum_to_shape(g, shape=None, **attrs):
+    """Undo broadcasting: sum g over the axes broadcasting added or stretched (one reduce call).
+    (The adjoint of broadcast_to, so it lives in its row; many rules emit it.)"""
+    out = np.empty(shape, dtype=g.dtype)
+    lead = g.ndim - len(shape)
+    padded = (1,) * lead + tuple(shape)
+    axes = tuple(i for i in range(g.ndim) if padded[i] == 1 and g.shape[i] != 1) + \
+        tuple(range(lead))
+    axes = tuple(sorted(set(axes)))
+    if not axes:
+        return g, []   # nothing was broadcast: the gradient already has the shape
+    view = out.reshape(padded)
+    return out, run_calls([(np.add.reduce, (g, axes, None, view, True))])
+
+
+define(BroadcastTo, rule=broadcast_to_rule, alias=True, saves="nothing",
+       compilers={"broadcast_to": lambda x, shape=None, **attrs: (np.broadcast_to(x, shape), []),
+                  "sum_to_shape": _compile_sum_to_shape},   # (a read-only view: nothing to run)
+       capture=lambda node, v, inputs: ("broadcast_to", {"shape": tuple(v.shape)}))
 
 
 @register("stop_gradient")
@@ -90,6 +155,15 @@ class StopGradient(Function):
         return graph_root(cls, source, source=source)
 
 
+def stop_gradient_rule(ctx):
+    """y = x with no gradient through (detach): derive never asks; nothing to emit."""
+    return []
+
+
+define(StopGradient, rule=stop_gradient_rule, capture=SAME, alias=True, saves="nothing",
+       api=False, compilers={"stop_gradient": lambda x, **attrs: (x, [])})
+
+
 @register("concat")
 class Concat(Function):
     """z = [a1, a2, ...] joined along an existing axis; each input gets its slice of the gradient."""
@@ -106,6 +180,41 @@ class Concat(Function):
     @staticmethod
     def backward(ctx, grad_output):
         return tuple(np.split(grad_output, ctx.ends, axis=ctx.axis))
+
+
+def concat_rule(ctx):
+    """y = [a1, a2, ...] joined along axis: each d_ai is the slice of dy that came from ai, all
+    written by one op (a temp stands for an input that needs no gradient); saves nothing."""
+    inputs = range(len(ctx.fwd_op.inputs))
+    return [ctx.op("concat_backward", [ctx.d_output], ctx.grads_or_temps(*inputs),
+                   **ctx.fwd_op.attrs)]
+
+
+# (the compiled calls take the arrays one by one, not as numpy's list: a plan's calls hold arrays
+# as their own arguments, so that placement can point them into the shared arena)
+def _concat_into(axis, *arrays_then_out):
+    np.concatenate(arrays_then_out[:-1], axis=axis, out=arrays_then_out[-1])
+
+
+def _split_into(grad_output, axis, ends, *outs):
+    for piece, out in zip(np.split(grad_output, ends, axis=axis), outs):
+        out[...] = piece
+
+
+def _compile_concat(*arrays, axis=0, ends=(), **attrs):
+    out = np.concatenate(arrays, axis=axis)
+    return plan_call(_concat_into, axis, *arrays, out)
+
+
+def _compile_concat_backward(grad_output, axis=0, ends=(), **attrs):
+    outs = tuple(np.array(piece) for piece in np.split(grad_output, ends, axis=axis))
+    return outs, run_calls([(_split_into, (grad_output, axis, ends, *outs))])
+
+
+define(Concat, rule=concat_rule, saves="nothing",
+       compilers={"concat": _compile_concat, "concat_backward": _compile_concat_backward},
+       capture=lambda node, v, inputs: (
+           "concat", {"axis": node.axis, "ends": tuple(int(e) for e in node.ends)}))
 
 
 @register("stack")
@@ -126,6 +235,39 @@ class Stack(Function):
         return tuple(np.moveaxis(grad_output, ctx.axis, 0))
 
 
+def stack_rule(ctx):
+    """y = [a1, a2, ...] stacked along a new axis: d_ai = dy's i-th slice along it, all written
+    by one op; saves nothing."""
+    inputs = range(len(ctx.fwd_op.inputs))
+    return [ctx.op("stack_backward", [ctx.d_output], ctx.grads_or_temps(*inputs),
+                   **ctx.fwd_op.attrs)]
+
+
+def _stack_into(axis, *arrays_then_out):
+    slices = np.moveaxis(arrays_then_out[-1], axis, 0)   # (a view of out)
+    for i, a in enumerate(arrays_then_out[:-1]):
+        slices[i] = a
+
+
+def _unstack_into(grad_output, axis, *outs):
+    for piece, out in zip(np.moveaxis(grad_output, axis, 0), outs):
+        out[...] = piece
+
+
+def _compile_stack(*arrays, axis=0, **attrs):
+    return plan_call(_stack_into, axis, *arrays, np.stack(arrays, axis=axis))
+
+
+def _compile_stack_backward(grad_output, axis=0, **attrs):
+    outs = tuple(np.array(piece) for piece in np.moveaxis(grad_output, axis, 0))
+    return outs, run_calls([(_unstack_into, (grad_output, axis, *outs))])
+
+
+define(Stack, rule=stack_rule, saves="nothing",
+       compilers={"stack": _compile_stack, "stack_backward": _compile_stack_backward},
+       capture=lambda node, v, inputs: ("stack", {"axis": node.axis}))
+
+
 @register("getitem")
 class GetItem(Function):
     """z = a[index]; the gradient is scattered back (added, so repeated indices sum up)."""
@@ -144,6 +286,43 @@ class GetItem(Function):
         grad = np.zeros(ctx.shape, dtype=grad_output.dtype)
         np.add.at(grad, ctx.index, grad_output)   # += would drop repeats: x[[0, 0]] must count twice
         return grad
+
+
+def getitem_rule(ctx):
+    """y = x[index]: dx = zeros of x's shape with dy added in at index (repeats sum up);
+    saves nothing (the index is an attribute)."""
+    return [ctx.op("getitem_backward", [ctx.d_output], [ctx.d_inputs[0]],
+                   index=ctx.fwd_op.attrs["index"], shape=ctx.shape(ctx.fwd_op.inputs[0]))]
+
+
+def _compile_getitem(x, index=None, **attrs):
+    def take(x, out):   # (the index stays in the closure: a plan's arguments are its buffers)
+        out[...] = x[index]
+    return plan_call(take, x, np.array(x[index]))
+
+
+def _compile_getitem_backward(grad_output, index=None, shape=None, **attrs):
+    def scatter(grad_output, out):
+        out.fill(0)
+        np.add.at(out, index, grad_output)
+    return plan_call(scatter, grad_output, np.zeros(shape, grad_output.dtype))
+
+
+def _capture_getitem(node, v, inputs):
+    """Ints and slices only: an index array would be a constant of the plan, and one computed
+    from fn's inputs would silently stay at its capture-time value."""
+    parts = node.index if isinstance(node.index, tuple) else (node.index,)
+    if not all(isinstance(p, (int, np.integer, slice)) or p is None or p is Ellipsis for p in parts):
+        raise NotCapturable(
+            f"capture: getitem of shape {inputs[0].shape} with the index {node.index!r}: the aot "
+            f"getitem takes ints and slices. Rule: an index array would be frozen into the plan "
+            f"at its capture-time value. Fix: index with ints and slices, or use an op that takes "
+            f"the indices as an input (embedding).")
+    return "getitem", {"index": node.index}
+
+
+define(GetItem, rule=getitem_rule, capture=_capture_getitem, saves="nothing (the index)",
+       compilers={"getitem": _compile_getitem, "getitem_backward": _compile_getitem_backward})
 
 
 def _plain_index(index):

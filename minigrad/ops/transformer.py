@@ -22,7 +22,8 @@ from .. import kernels
 from ..errors import DtypeError, MinigradError, ShapeError
 from ..eager.function import Function, register
 from ..eager.variable import OPS, Variable
-from .multi import link_outputs
+from .multi import link_outputs, linked_output
+from ..optable import SAME, define
 
 
 class NormWeightError(MinigradError, ValueError):
@@ -447,3 +448,39 @@ def check_targets(targets: np.ndarray, weight: np.ndarray) -> None:
         raise ShapeError(f"fused_lm_head_loss: targets in [{targets.min()}, {targets.max()}] for "
                          f"V = {weight.shape[1]} classes (weight {weight.shape}). Rule: 0 <= t < V. "
                          f"Fix: targets must be token ids of the vocabulary.")
+
+
+# -- rows of the op table: how capture writes each op (its rule and compilers are still kept in
+# aot/rules_transformer.py and aot/compile_transformer.py, which attach them to these rows).
+# rstd, lse: outputs only backward reads, given as (label, shape, dtype).
+def _capture_rmsnorm(node, v, inputs):
+    return "rmsnorm", {"eps": node.eps}, [v, ("rstd", v.shape[:-1], v.dtype)]
+
+
+def _capture_fused_residual_rmsnorm(node, v, inputs):
+    residual_out = linked_output(node, "residual_out", ("residual_out", v.shape, v.dtype))
+    return "fused_residual_rmsnorm", {"eps": node.eps}, [
+        residual_out, v, ("rstd", v.shape[:-1], v.dtype)]
+
+
+def _capture_attention(node, v, inputs):
+    b, t, h, _ = v.shape
+    return node.name, {"causal": node.causal}, [v, ("lse", (b, h, t), v.dtype)]
+
+
+def _capture_qkv_qk_norm_rope(node, v, inputs):
+    rstd_shape = v.shape[:2] + v.shape[3:4]
+    return "qkv_qk_norm_rope", {"eps": node.eps}, [v, ("q_rstd", rstd_shape, v.dtype),
+                                                   ("k_rstd", rstd_shape, v.dtype)]
+
+
+define(Embedding, capture=SAME, saves="the ids")
+define(RMSNorm, capture=_capture_rmsnorm, cheap=True, saves="x, weight and rstd")
+define(FusedResidualRMSNorm, capture=_capture_fused_residual_rmsnorm, cheap=True,
+       saves="the sum, weight and rstd")
+define(SwiGLU, capture=SAME, cheap=True, saves="gate_up")
+define(RoPE, capture=SAME, cheap=True, saves="nothing (freqs and positions are read)")
+define(Attention, capture=_capture_attention, saves="q, k, v, the output and lse")
+define(FlashAttention, capture=_capture_attention, saves="qkv, the output and lse")
+define(QKVQKNormRoPE, capture=_capture_qkv_qk_norm_rope, saves="qkv_out, q_rstd and k_rstd")
+define(FusedLMHeadLoss, capture=SAME, saves="x, weight and targets")
