@@ -21,7 +21,7 @@ PACKAGE_DIR = Path(__file__).resolve().parents[1] / "minigrad"
 # engines and the trace recorder sit on the eager engine and its ops, the package's public API
 # gathers them, and the widgets read the engine's documents (the engine never imports widgets).
 LAYERS = [
-    ("base", ["minigrad.errors", "minigrad.names", "minigrad.modes", "minigrad.kernels",
+    ("base", ["minigrad.errors", "minigrad.names", "minigrad.modes", "minigrad.kernels", "minigrad.optable",
               "minigrad.arena"]),
     ("eager engine", ["minigrad.eager"]),
     ("ops and checks on them", ["minigrad.ops", "minigrad.check", "minigrad.checkpointing"]),
