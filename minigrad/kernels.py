@@ -786,7 +786,7 @@ def qkv_qk_norm_rope_backward(qkv_out: np.ndarray, q_weight: np.ndarray, k_weigh
 def plan_call(fn, *args):
     """Run fn(*args) once (its last arg is the out buffer) and return the buffer and the call.
     numpy returns a 0-d result as a scalar (np.add of two 0-d arrays is a float64), which no out=
-    accepts and no later run would see change: buffers come from as_array or empty_for."""
+    accepts and no later run would see change: buffers come from as_array or empty_result."""
     fn(*args)
     return args[-1], [(fn, args)]
 
@@ -796,12 +796,6 @@ def run_calls(calls: list) -> list:
     for fn, args in calls:
         fn(*args)
     return calls
-
-
-def empty_for(*arrays) -> np.ndarray:
-    """The out buffer of an elementwise kernel of arrays (allocated first: the kernels write their
-    out in place, which a 0-d result computed without out= could not take)."""
-    return np.empty(np.broadcast_shapes(*(a.shape for a in arrays)), np.result_type(*arrays))
 
 
 def ufunc_compiler(ufunc):
@@ -814,14 +808,14 @@ def ufunc_compiler(ufunc):
 def activation_compiler(kernel):
     """The compiler of kernel(x, out) (relu, sigmoid, silu, ...)."""
     def compile_(x, **attrs):
-        return plan_call(kernel, x, empty_for(x))
+        return plan_call(kernel, x, empty_result(x))
     return compile_
 
 
 def grad_compiler(kernel):
     """Backward kernels take (forward tensor, grad_output, out); rules list the gradient first."""
     def compile_(grad_output, x, **attrs):
-        return plan_call(kernel, x, grad_output, empty_for(x, grad_output))
+        return plan_call(kernel, x, grad_output, empty_result(x, grad_output))
     return compile_
 
 

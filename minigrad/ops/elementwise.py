@@ -238,7 +238,7 @@ def _compile_pow(x, exponent=None, **attrs):
 
 def _compile_pow_backward(grad_output, x, exponent=None, **attrs):
     return kernels.plan_call(kernels.pow_backward, x, exponent, grad_output,
-                             kernels.empty_for(x, grad_output))
+                             kernels.empty_result(x, grad_output))
 
 
 define(Pow, rule=pow_rule, compilers={"pow": _compile_pow, "pow_backward": _compile_pow_backward},
