@@ -14,6 +14,7 @@ from .eager.engine import (Step, accumulate_grad, backward, backward_groups, bac
 from .eager.function import AccumulateGrad, Function, live_nodes, register
 from .modes import is_debug, is_grad_enabled, no_grad, set_debug
 from .ops import gelu, silu
+from .ops import abs  # noqa: A004 - the op's name, as numpy's np.abs
 from .ops import (add, broadcast_to, concat, cross_entropy, div, exp, getitem, linear, log,
                   log_softmax, matmul, max, mean, mse, mul, neg, pow, relu, reshape, sigmoid,
                   softmax, stack, sub, sum, tanh, transpose)
@@ -32,7 +33,7 @@ __all__ = [
     "add", "sub", "mul", "div", "neg", "pow", "exp", "log", "tanh", "sigmoid", "relu",
     "matmul", "linear", "sum", "mean", "max", "reshape", "transpose", "broadcast_to",
     "concat", "stack", "getitem", "softmax", "log_softmax", "cross_entropy", "mse",
-    "silu", "gelu",
+    "silu", "gelu", "abs",
 ]
 
 from . import data, nn, optim  # noqa: E402  (layers, optimisers, datasets, on the API above)

@@ -256,3 +256,15 @@ def test_capture_refuses_getitem_with_an_index_array():
                                                r"array\(\[0, 2\]\).*ints and slices.*frozen.*"
                                                r"Fix: .*embedding"):
         aot.capture(lambda x: x[np.array([0, 2])].sum(), x)
+
+
+def test_abs_is_reached_as_the_other_ops_are():
+    """mg.abs(x), x.abs() and Python's abs(x) are the same op, with the same gradient."""
+    values = np.array([-2.0, 0.0, 3.0])
+    for call in (mg.abs, lambda v: v.abs(), abs):
+        x = mg.create_leaf(values, requires_grad=True)
+        out = call(x)
+        assert out.grad_fn is not None and type(out.grad_fn).__name__ == type(mg.abs(x).grad_fn).__name__
+        out.sum().backward()
+        np.testing.assert_allclose(out.data, np.abs(values))
+        np.testing.assert_allclose(x.grad, [-1.0, 0.0, 1.0])

@@ -289,6 +289,11 @@ class Variable:
     def tanh(self):
         return OPS["tanh"].apply(self)
 
+    def abs(self):
+        return OPS["abs"].apply(self)
+
+    __abs__ = abs   # abs(v)
+
     def sigmoid(self):
         return OPS["sigmoid"].apply(self)
 
