@@ -2,6 +2,7 @@
 // so that later changes (stepping) only touch the elements that change.
 import { h, s } from "./dom.js";
 import { BOX, FRAME } from "./scopes.js";
+import { nearestInDirection, readingOrder } from "./a11y.js";
 
 const NUMBER = /-?(?:\d+\.?\d*|\.\d+)(?:e[-+]?\d+)?/gi;
 
@@ -70,6 +71,9 @@ export class GraphCanvas {
     this.fit = "auto";
     this.boxWidth = 0;
     this.size = null;
+    this.centres = new Map(); // id -> {x, y}: where arrow keys find the next node
+    this.order = []; // ids in reading order
+    this.active = null; // the node that holds the graph's one Tab stop (roving tabindex)
   }
 
   showMessage(text, kind = "info") {
@@ -96,7 +100,7 @@ export class GraphCanvas {
     sanitize(svg);
     svg.classList.add("mg-svg");
     svg.setAttribute("role", "group");
-    svg.setAttribute("aria-label", "computation graph");
+    svg.setAttribute("aria-label", "computation graph: arrow keys move between nodes, Enter or Space does what a click does");
 
     const nodes = new Map();
     for (const g of svg.querySelectorAll("g.node")) {
@@ -108,12 +112,15 @@ export class GraphCanvas {
       for (const el of shapes) el.classList.add("mg-shape");
       const record = { g, bbox: bboxOf(shapes) };
       const node = index && index.nodes.get(id);
-      g.setAttribute("tabindex", "0");
+      // One Tab stop for the whole graph (set below); arrow keys move between the nodes.
+      g.setAttribute("tabindex", "-1");
       g.setAttribute("role", "button");
       if (id.startsWith(BOX)) {
         record.scope = id.slice(BOX.length);
-        g.setAttribute("aria-label", `scope ${record.scope}: click to open it`);
-      } else g.setAttribute("aria-label", describeNode(node) || id);
+        record.base = `scope ${record.scope}: click to open it`;
+      } else record.base = describeNode(node) || id;
+      record.name = record.base;
+      g.setAttribute("aria-label", record.base);
       nodes.set(id, record);
     }
     const frames = new Map();
@@ -168,13 +175,7 @@ export class GraphCanvas {
       if (!e.relatedTarget || !svg.contains(e.relatedTarget)) this.onInspect(null, "focus");
     });
     svg.addEventListener("click", (e) => this._inspect(e, "click"));
-    svg.addEventListener("keydown", (e) => {
-      const g = e.key === "Enter" && e.target.closest ? e.target.closest("g.node") : null;
-      if (g && (g.getAttribute("id") || "").startsWith(BOX)) {
-        e.preventDefault();
-        this.onToggle(g.getAttribute("id"));
-      }
-    });
+    svg.addEventListener("keydown", (e) => this._key(e));
 
     // Graphviz draws in the coordinates of <g id="graph0" transform="scale(..) translate(..)">.
     const g0 = svg.querySelector("g.graph");
@@ -199,6 +200,10 @@ export class GraphCanvas {
     this.nodes = nodes;
     this.edges = edges;
     this.frames = frames;
+    this.centres = new Map();
+    for (const [id, record] of nodes) if (record.bbox) this.centres.set(id, { x: record.bbox.cx, y: record.bbox.cy });
+    this.order = readingOrder(this.centres);
+    this.setActive(nodes.has(this.active) ? this.active : this.order[0] || null);
     if (keepScale && this.fit === "auto") {
       // (a box opened or closed: the same scale as before, so that the rest keeps its size)
       this.fit = false;
@@ -207,6 +212,51 @@ export class GraphCanvas {
     } else this.applyZoom(this.boxWidth);
     this.el.replaceChildren(svg);
     return this;
+  }
+
+  /** Give node id the graph's Tab stop (the others keep tabindex -1). */
+  setActive(id) {
+    const before = this.nodes.get(this.active);
+    if (before && this.active !== id) before.g.setAttribute("tabindex", "-1");
+    const record = this.nodes.get(id);
+    if (record) record.g.setAttribute("tabindex", "0");
+    this.active = record ? id : null;
+  }
+
+  /** The Tab stop follows the step's node while the keyboard is elsewhere. */
+  follow(id) {
+    if (!this.svg || !this.nodes.has(id) || this.svg.contains(document.activeElement)) return;
+    this.setActive(id);
+  }
+
+  focusNode(id) {
+    const record = this.nodes.get(id);
+    if (!record) return;
+    this.setActive(id);
+    record.g.focus({ preventScroll: true });
+    this.reveal(id);
+  }
+
+  /** Keys on a focused node: arrows move (nearestInDirection), Home / End go to the first /
+   * last node in reading order, Enter and Space do what a click does. */
+  _key(e) {
+    const g = e.target && e.target.closest ? e.target.closest("g.node") : null;
+    if (!g || !this.svg || !this.svg.contains(g) || e.altKey || e.ctrlKey || e.metaKey) return;
+    const id = g.getAttribute("id");
+    let to;
+    if (e.key === "Enter" || e.key === " " || e.key === "Spacebar") {
+      e.preventDefault();
+      this.setActive(id);
+      if (id.startsWith(BOX)) this.onToggle(id);
+      else this.onInspect(id, "click");
+      return;
+    }
+    if (e.key === "Home") to = this.order[0];
+    else if (e.key === "End") to = this.order[this.order.length - 1];
+    else if (e.key.startsWith("Arrow")) to = nearestInDirection(this.centres, id, e.key);
+    else return;
+    e.preventDefault(); // (also at the edge: the view's own arrow keys do not step from a node)
+    if (to) this.focusNode(to);
   }
 
   /** Where each node and box is in the picture's box as seen now: id -> {x, y} (its centre,
@@ -249,6 +299,7 @@ export class GraphCanvas {
     const g = event.target && event.target.closest ? event.target.closest("g.node") : null;
     if (g && this.svg && this.svg.contains(g)) {
       const id = g.getAttribute("id");
+      if (how === "click") this.setActive(id);
       if (how === "click" && id.startsWith(BOX)) this.onToggle(id);
       else this.onInspect(id, how);
       return;
