@@ -100,6 +100,7 @@ export class GraphCanvas {
     sanitize(svg);
     svg.classList.add("mg-svg");
     svg.setAttribute("role", "group");
+    svg.setAttribute("tabindex", "-1"); // (Chromium would make the <svg> a Tab stop of its own)
     svg.setAttribute("aria-label", "computation graph: arrow keys move between nodes, Enter or Space does what a click does");
 
     const nodes = new Map();
@@ -172,7 +173,11 @@ export class GraphCanvas {
     svg.addEventListener("pointerleave", () => this.onInspect(null, "hover"));
     svg.addEventListener("focusin", (e) => this._inspect(e, "focus"));
     svg.addEventListener("focusout", (e) => {
-      if (!e.relatedTarget || !svg.contains(e.relatedTarget)) this.onInspect(null, "focus");
+      // (Tab from a node into the inspector keeps the node's inspector, whose links it goes to:
+      // redrawing it would remove the element the focus is moving to)
+      const to = e.relatedTarget;
+      if (to && (svg.contains(to) || (to.closest && to.closest(".mg-inspector")))) return;
+      this.onInspect(null, "focus");
     });
     svg.addEventListener("click", (e) => this._inspect(e, "click"));
     svg.addEventListener("keydown", (e) => this._key(e));
