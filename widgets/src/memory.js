@@ -56,7 +56,10 @@ export class MemoryStrip {
     const el = e.target && e.target.closest ? e.target.closest("[data-block]") : null;
     const row = el && [...this.rows.values()].find((r) => r.bar === el.parentElement);
     if (!row || e.altKey || e.ctrlKey || e.metaKey) return;
-    const shown = row.order.filter((id) => this.shown.get(id) && this.shown.get(id) !== "unallocated");
+    // Live blocks by offset, then the freed ones (in a pool, many freed blocks share the offset
+    // of a live one, drawn under it: they come after what is in memory now).
+    const rank = (id) => this.index.blocks.get(id).offset + (this.shown.get(id) === "alive" ? 0 : 2 ** 50);
+    const shown = row.order.filter((id) => this.shown.get(id) && this.shown.get(id) !== "unallocated").sort((a, b) => rank(a) - rank(b));
     const at = shown.indexOf(el.dataset.block);
     const to = { ArrowRight: at + 1, ArrowDown: at + 1, ArrowLeft: at - 1, ArrowUp: at - 1, Home: 0, End: shown.length - 1 }[e.key];
     if (to === undefined) return;
@@ -156,7 +159,8 @@ export class MemoryStrip {
     for (const row of this.rows.values()) {
       // The Tab stop stays on a block that is drawn (an unallocated one is not).
       const drawn = (id) => id && this.shown.get(id) && this.shown.get(id) !== "unallocated";
-      if (!drawn(row.active)) this.setActive(row, row.order.find(drawn) ?? null);
+      const alive = (id) => this.shown.get(id) === "alive";
+      if (!drawn(row.active)) this.setActive(row, row.order.find(alive) ?? row.order.find(drawn) ?? null);
     }
     const focused = this.el.contains(document.activeElement) ? document.activeElement : null;
     if (focused) this.describe(focused);
@@ -235,6 +239,19 @@ export function phaseRuns(framePhase) {
   return runs;
 }
 
+/** Phase labels that would overlap the one before go one row down (measured once drawn). */
+function unpile(ruler) {
+  let end = -Infinity;
+  for (const label of ruler.children) {
+    const box = label.getBoundingClientRect();
+    if (!box.width) return; // (not on screen yet)
+    if (box.left < end + 4) {
+      label.classList.add("mg-phase-mark-low");
+      ruler.classList.add("mg-two-rows");
+    } else end = box.right;
+  }
+}
+
 /** Bytes used per arena over the steps, with high-water lines; click to pick a step. */
 export class MemoryTimeline {
   constructor({ onPick } = {}) {
@@ -303,6 +320,7 @@ export class MemoryTimeline {
     // The y axis' top value, at its height on the left (not under the x axis).
     const yTop = h("span", { class: "mg-ymax", style: { top: `${((100 * Number(Y(ymax))) / H).toFixed(2)}%` }, text: `max ${bytes(ymax)}` });
     const plot = h("div", { class: "mg-plot" }, svg, yTop);
+    if (typeof requestAnimationFrame === "function") requestAnimationFrame(() => unpile(ruler));
     this.el.replaceChildren(
       h("div", { class: "mg-timeline-head" }, h("span", { text: "bytes used over the steps (dashed: high-water); click to pick a step" })),
       ruler,
@@ -356,7 +374,7 @@ export class MemoryCompare {
       svg.append(...usedLines(run.points, run.peak, X, Y, end, color, { "data-run": String(i) }));
       // Where this run's backward begins: a dashed mark in its colour (and said in the legend).
       const back = typeof run.backward_at === "number" ? run.backward_at : null;
-      if (back !== null) svg.append(s("line", { class: "mg-phase-line mg-backward-start", "data-run": String(i), x1: X(back), x2: X(back), y1: "0", y2: String(H), stroke: color, "vector-effect": "non-scaling-stroke" }));
+      if (back !== null) svg.append(s("line", { class: "mg-phase-line mg-backward-start", "data-run": String(i), x1: X(back), x2: X(back), y1: "0", y2: String(H), style: { stroke: color }, "vector-effect": "non-scaling-stroke" }));
       const ratio = i === 0 ? "" : ` (${(run.peak / first).toFixed(2)}× ${drawn[0].name})`;
       items.push(
         h(
