@@ -538,3 +538,44 @@ def test_memory_chart_counts_steps_and_marks_backward(offline, pages):  # noqa: 
     svg.click(position={"x": drop_px - box["x"] + 1, "y": box["height"] / 2})
     wait_for(root, lambda s: s["frame"] == n - 1, "the last step at the drop")
     view.assert_clean()
+
+
+SMALL = """
+import numpy as np
+import minigrad as mg
+from minigrad.widgets import BackwardStepper
+w = mg.create_leaf(np.array([0.5, -1.0]), name="w", requires_grad=True)
+x = mg.create_leaf(np.array([2.0, 3.0]), name="x")
+h = w * x
+stepper = BackwardStepper((h * h + h).sum())
+stepper.finish()
+"""
+
+
+def test_keys_reach_the_widget_in_jupyterlab(lab, page, browser_log):
+    """In JupyterLab, whose notebook has shortcuts of its own (Enter edits a cell, arrows move
+    between cells): Space and Enter press the focused button, arrows on a node move in the
+    graph, and nothing starts play or leaves the widget."""
+    from browser_harness import open_and_run_all, write_notebook
+
+    path = write_notebook(lab.root, "a11y_keys.ipynb", [SMALL, "stepper"])
+    nb = open_and_run_all(page, lab, path)
+    root = nb.wait_for_output_selector(1, ".mg-stepper")
+    frame = ready(root)["frame"]
+    assert frame >= 3
+    playing = lambda: "mg-playing" in (root.get_attribute("class") or "")  # noqa: E731
+    root.locator('button[data-action="back"]').focus()
+    page.keyboard.press(" ")
+    wait_for(root, lambda s: s["frame"] == frame - 1, "Space on back")
+    page.keyboard.press("Enter")
+    wait_for(root, lambda s: s["frame"] == frame - 2, "Enter on back")
+    page.wait_for_timeout(1000)
+    assert snapshot(root)["frame"] == frame - 2 and not playing()
+    assert page.evaluate("document.activeElement.dataset.action") == "back"   # (focus stayed)
+    root.locator('svg.mg-svg g.node[tabindex="0"]').focus()
+    before = focused(page)["id"]
+    for key in ("ArrowLeft", "ArrowUp", "ArrowRight"):
+        page.keyboard.press(key)
+    now = focused(page)
+    assert now["inGraph"] and snapshot(root)["frame"] == frame - 2, (before, now)
+    browser_log.assert_no_console_errors()
