@@ -48,7 +48,11 @@ def pages(tmp_path_factory):
         with graph.scope():
             loss = mg.cross_entropy(model(mg.create_leaf(X[:4], name="x")), y[:4])
             loss.backward()
+    scoped = mg.nn.MLP([64, 8, 8, 10], seed=1)
+    folded = BackwardStepper(mg.cross_entropy(scoped(mg.create_leaf(X[:4], name="x")), y[:4]),
+                             max_nodes=12)
     return {
+        "scoped": save_html(folded, out / "scoped.html"),
         "small": save_html(small, out / "small.html"),
         "memory": save_html(MemoryView(rec.trace), out / "memory.html"),
         "arena_stepper": save_html(BackwardStepper.from_trace(rec.trace), out / "arena_stepper.html"),
@@ -192,6 +196,32 @@ def test_graph_is_one_tab_stop_with_arrow_keys(offline, pages):  # noqa: F811
     assert "pinned" not in root.locator(".mg-inspector").text_content()   # (a second click unpins)
     assert "mg-playing" not in (root.get_attribute("class") or "")
     assert snapshot(root)["frame"] == frame
+    view.assert_clean()
+
+
+def test_scopes_open_and_close_from_the_keyboard(offline, pages):  # noqa: F811
+    view, root = open_page(offline, pages["scoped"])
+    page = view.page
+    ready(root)
+    boxes = root.locator("svg.mg-svg g.node.scope")
+    n_boxes = boxes.count()
+    assert n_boxes >= 2
+    box = boxes.first
+    scope = box.get_attribute("id")[2:]
+    assert box.get_attribute("aria-label").startswith(f"scope {scope}")
+    box.focus()
+    page.keyboard.press("Enter")
+    frame = root.locator(f'svg.mg-svg g.cluster[id="c:{scope}"]')
+    frame.wait_for()
+    # The focus stays in the graph, on a node the box held; the frame is a stop of its own.
+    now = focused(page)
+    assert now["inGraph"] and not now["id"].startswith("s:"), now
+    assert [n["tabindex"] for n in nodes(root)].count("0") == 1
+    assert frame.get_attribute("role") == "button" and "close the scope" in frame.get_attribute("aria-label")
+    frame.focus()
+    page.keyboard.press("Enter")
+    root.locator(f'svg.mg-svg g.node.scope[id="s:{scope}"]').wait_for()
+    assert focused(page)["id"] == f"s:{scope}" and boxes.count() == n_boxes
     view.assert_clean()
 
 

@@ -45,6 +45,12 @@ function sanitize(svg) {
   }
 }
 
+/** The focused element, in a shadow root too. */
+function activeIn(el) {
+  const root = el && el.getRootNode ? el.getRootNode() : document;
+  return (root && root.activeElement) || document.activeElement;
+}
+
 export function describeNode(node) {
   if (!node) return "";
   if (node.type === "op") return `op ${node.label}`;
@@ -73,7 +79,8 @@ export class GraphCanvas {
     this.size = null;
     this.centres = new Map(); // id -> {x, y}: where arrow keys find the next node
     this.order = []; // ids in reading order
-    this.active = null; // the node that holds the graph's one Tab stop (roving tabindex)
+    this.stops = new Map(); // id -> <g>: what the keyboard moves between (nodes and frames)
+    this.active = null; // the stop that holds the graph's one Tab stop (roving tabindex)
   }
 
   showMessage(text, kind = "info") {
@@ -130,6 +137,8 @@ export class GraphCanvas {
       for (const t of g.querySelectorAll(":scope > title")) t.remove();
       if (!id.startsWith(FRAME)) continue;
       g.setAttribute("aria-label", `frame of scope ${id.slice(FRAME.length)}: click it to close the scope`);
+      g.setAttribute("role", "button");
+      g.setAttribute("tabindex", "-1");
       frames.set(id, g);
     }
     const edges = [];
@@ -201,14 +210,30 @@ export class GraphCanvas {
     } else {
       this.size = { w: parseFloat(svg.getAttribute("width")) || 400, h: parseFloat(svg.getAttribute("height")) || 300 };
     }
+    // The keyboard's stops: nodes (at their centres) and open scopes' frames (at their label).
+    const hadFocus = !!this.svg && this.svg.contains(activeIn(this.el));
+    const seen = this.stops || new Map();
     this.svg = svg;
     this.nodes = nodes;
     this.edges = edges;
     this.frames = frames;
+    this.stops = new Map();
     this.centres = new Map();
-    for (const [id, record] of nodes) if (record.bbox) this.centres.set(id, { x: record.bbox.cx, y: record.bbox.cy });
+    for (const [id, record] of nodes) {
+      this.stops.set(id, record.g);
+      if (record.bbox) this.centres.set(id, { x: record.bbox.cx, y: record.bbox.cy });
+    }
+    for (const [id, g] of frames) {
+      const label = g.querySelector(":scope > text");
+      const box = label ? { cx: +label.getAttribute("x"), cy: +label.getAttribute("y") } : bboxOf(g.querySelectorAll(":scope > path, :scope > polygon"));
+      this.stops.set(id, g);
+      if (box) this.centres.set(id, { x: box.cx, y: box.cy });
+    }
     this.order = readingOrder(this.centres);
-    this.setActive(nodes.has(this.active) ? this.active : this.order[0] || null);
+    // After a box opened or closed: the stop stays, or goes to what the click revealed.
+    const kept = this.stops.has(this.active) ? this.active : this.order.find((id) => !seen.has(id) && nodes.has(id));
+    this.active = null;
+    this.setActive(kept ?? this.order[0] ?? null);
     if (keepScale && this.fit === "auto") {
       // (a box opened or closed: the same scale as before, so that the rest keeps its size)
       this.fit = false;
@@ -216,43 +241,44 @@ export class GraphCanvas {
       this.fit = "auto";
     } else this.applyZoom(this.boxWidth);
     this.el.replaceChildren(svg);
+    if (hadFocus && this.active) this.stops.get(this.active).focus({ preventScroll: true });
     return this;
   }
 
   /** Give node id the graph's Tab stop (the others keep tabindex -1). */
   setActive(id) {
-    const before = this.nodes.get(this.active);
-    if (before && this.active !== id) before.g.setAttribute("tabindex", "-1");
-    const record = this.nodes.get(id);
-    if (record) record.g.setAttribute("tabindex", "0");
-    this.active = record ? id : null;
+    const before = this.stops.get(this.active);
+    if (before && this.active !== id) before.setAttribute("tabindex", "-1");
+    const g = this.stops.get(id);
+    if (g) g.setAttribute("tabindex", "0");
+    this.active = g ? id : null;
   }
 
   /** The Tab stop follows the step's node while the keyboard is elsewhere. */
   follow(id) {
-    if (!this.svg || !this.nodes.has(id) || this.svg.contains(document.activeElement)) return;
+    if (!this.svg || !this.nodes.has(id) || this.svg.contains(activeIn(this.el))) return;
     this.setActive(id);
   }
 
   focusNode(id) {
-    const record = this.nodes.get(id);
-    if (!record) return;
+    const g = this.stops.get(id);
+    if (!g) return;
     this.setActive(id);
-    record.g.focus({ preventScroll: true });
+    g.focus({ preventScroll: true });
     this.reveal(id);
   }
 
   /** Keys on a focused node: arrows move (nearestInDirection), Home / End go to the first /
    * last node in reading order, Enter and Space do what a click does. */
   _key(e) {
-    const g = e.target && e.target.closest ? e.target.closest("g.node") : null;
-    if (!g || !this.svg || !this.svg.contains(g) || e.altKey || e.ctrlKey || e.metaKey) return;
-    const id = g.getAttribute("id");
+    const g = e.target && e.target.closest ? e.target.closest("g.node, g.cluster") : null;
+    const id = g && g.getAttribute("id");
+    if (!g || this.stops.get(id) !== g || e.altKey || e.ctrlKey || e.metaKey) return;
     let to;
     if (e.key === "Enter" || e.key === " " || e.key === "Spacebar") {
       e.preventDefault();
       this.setActive(id);
-      if (id.startsWith(BOX)) this.onToggle(id);
+      if (id.startsWith(BOX) || this.frames.has(id)) this.onToggle(id);
       else this.onInspect(id, "click");
       return;
     }
