@@ -18,7 +18,9 @@ import numpy as np
 import pytest
 
 import minigrad as mg
-from minigrad.widgets import BackwardStepper, MemoryView, save_html
+from minigrad import aot
+from minigrad.tape import Tape
+from minigrad.widgets import AotView, BackwardStepper, MemoryView, TapeView, save_html
 
 from test_export import OfflinePage  # noqa: F401  (the offline fixture's page class)
 from test_export import offline  # noqa: F401  (pytest fixture)
@@ -51,7 +53,16 @@ def pages(tmp_path_factory):
     scoped = mg.nn.MLP([64, 8, 8, 10], seed=1)
     folded = BackwardStepper(mg.cross_entropy(scoped(mg.create_leaf(X[:4], name="x")), y[:4]),
                              max_nodes=12)
+    mlp = mg.nn.MLP([4, 6, 3], seed=0, dtype=np.float64)
+    gate = mg.create_leaf(np.full(3, 0.5), requires_grad=True, name="gate")
+    captured = aot.capture(lambda x, t: mg.cross_entropy(mlp(x) * gate, t), np.ones((2, 4)),
+                           np.array([0, 1]), params=[*mlp.parameters(), gate])
+    tape = Tape()
+    tx, tw, tc = tape.var(0.7, name="x"), tape.var(-1.3, name="w"), tape.const(2.0, name="c")
+    ty = tape.tanh(tx * tw + tc * tc) * tape.sin(tx)
     return {
+        "aot": save_html(AotView(captured), out / "aot.html"),
+        "tape": save_html(TapeView(tape, ty), out / "tape.html"),
         "scoped": save_html(folded, out / "scoped.html"),
         "small": save_html(small, out / "small.html"),
         "memory": save_html(MemoryView(rec.trace), out / "memory.html"),
@@ -473,10 +484,21 @@ def test_text_contrast_is_at_least_4_5(offline, pages, report_figure):  # noqa: 
     texts, bad = contrast_failures(root)
     assert not bad, bad
     checked += len(texts)
-    assert checked > 200
-    report_figure(f"text contrast: {checked} texts checked over 4 stepper frames and a MemoryView; "
-                  f"lowest ratio {min(worst):.2f}:1")
     view.assert_clean()
+    for kind in ("tape", "aot"):   # every frame of a small TapeView and AotView
+        view, root = open_page(offline, pages[kind])
+        slider = root.locator("input.mg-slider")
+        slider.wait_for()
+        for frame in range(int(slider.get_attribute("max")) + 1):
+            slider.fill(str(frame))
+            texts, bad = contrast_failures(root)
+            assert not bad, (kind, frame, bad)
+            checked += len(texts)
+            worst.append(min(t["ratio"] for t in texts if not t["disabled"] and not t["future"]))
+        view.assert_clean()
+    assert checked > 500
+    report_figure(f"text contrast: {checked} texts checked (4 stepper frames, a MemoryView, every "
+                  f"frame of a TapeView and an AotView); lowest ratio {min(worst):.2f}:1")
 
 
 def transitions(root):

@@ -41,8 +41,15 @@ export class MemoryStrip {
     this.info = h("div", { class: "mg-block-info", text: INFO_HINT });
     this.el.addEventListener("focusin", (e) => this.describe(e.target));
     this.el.addEventListener("pointerover", (e) => this.describe(e.target));
-    this.el.addEventListener("pointerleave", () => this.describe(this.el.contains(document.activeElement) ? document.activeElement : null));
+    this.el.addEventListener("pointerleave", () => this.describe(this.focused()));
     this.el.addEventListener("keydown", (e) => this.key(e));
+  }
+
+  /** The focused element if it is in the strip (in a shadow root too), else null. */
+  focused() {
+    const root = this.el.getRootNode ? this.el.getRootNode() : document;
+    const active = (root && root.activeElement) || document.activeElement;
+    return active && this.el.contains(active) ? active : null;
   }
 
   /** The visible line under the strip says what the block under the pointer or focus holds. */
@@ -162,7 +169,7 @@ export class MemoryStrip {
       const alive = (id) => this.shown.get(id) === "alive";
       if (!drawn(row.active)) this.setActive(row, row.order.find(alive) ?? row.order.find(drawn) ?? null);
     }
-    const focused = this.el.contains(document.activeElement) ? document.activeElement : null;
+    const focused = this.focused();
     if (focused) this.describe(focused);
     for (const [id, row] of this.rows) {
       let live = 0;
