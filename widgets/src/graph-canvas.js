@@ -211,7 +211,10 @@ export class GraphCanvas {
       this.size = { w: parseFloat(svg.getAttribute("width")) || 400, h: parseFloat(svg.getAttribute("height")) || 300 };
     }
     // The keyboard's stops: nodes (at their centres) and open scopes' frames (at their label).
-    const hadFocus = !!this.svg && this.svg.contains(activeIn(this.el));
+    // (only after Enter or Space opened or closed a scope: a mouse click, or a redraw the kernel
+    // sent, never pulls the focus back into the picture)
+    const refocus = this.keyToggled && !!this.svg && this.svg.contains(activeIn(this.el));
+    this.keyToggled = false;
     const seen = this.stops || new Map();
     this.svg = svg;
     this.nodes = nodes;
@@ -241,7 +244,7 @@ export class GraphCanvas {
       this.fit = "auto";
     } else this.applyZoom(this.boxWidth);
     this.el.replaceChildren(svg);
-    if (hadFocus && this.active) this.stops.get(this.active).focus({ preventScroll: true });
+    if (refocus && this.active) this.stops.get(this.active).focus({ preventScroll: true });
     return this;
   }
 
@@ -278,7 +281,10 @@ export class GraphCanvas {
     if (e.key === "Enter" || e.key === " " || e.key === "Spacebar") {
       e.preventDefault();
       this.setActive(id);
-      if (id.startsWith(BOX) || this.frames.has(id)) this.onToggle(id);
+      if (id.startsWith(BOX) || this.frames.has(id)) {
+        this.keyToggled = true;
+        this.onToggle(id);
+      }
       else this.onInspect(id, "click");
       return;
     }
