@@ -379,6 +379,13 @@ def test_kind_colours_differ_under_deuteranopia(offline, pages, report_figure): 
     assert pairs["grad/saved"] >= 30, pairs
     assert min(pairs.values()) >= 20, pairs
     view.assert_clean()
+    # AotView's memory plan draws the same kinds
+    view, root = open_page(offline, pages["aot"])
+    root.locator('.mg-plan .mg-kind-swatch.mg-range-grad').wait_for()
+    plan = {k: root.locator(f".mg-plan .mg-kind-swatch.mg-range-{k}").evaluate(
+        "s => getComputedStyle(s).backgroundColor") for k in ("grad", "saved")}
+    assert delta_e(rgb(plan["grad"]), rgb(plan["saved"])) >= 30, plan
+    view.assert_clean()
 
 
 CONTRAST_JS = r"""
