@@ -34,6 +34,12 @@ def test_compare_sends_each_runs_bytes_and_peak():
     assert runs[1]["peak"] < runs[0]["peak"]
     assert runs[0]["events"] == len(keep.trace["events"])
     assert runs[0]["points"][-1][1] == 0   # the scope's end takes everything back
+    # The chart marks where backward begins: the first event of the backward phase.
+    for run, trace in zip(runs, (keep.trace, ck.trace)):
+        phases = [e.get("phase") for e in trace["events"]]
+        at = run["backward_at"]
+        assert phases[at] == "backward" and "backward" not in phases[:at]
+        assert 0 < at < run["events"] - 1
 
 
 def test_compare_save_html(tmp_path):

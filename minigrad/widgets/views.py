@@ -255,7 +255,11 @@ def _bytes_over_time(name: str, run) -> dict:
             used[event["arena"]] = event["used"]
             points.append([i, sum(used.values())])
     peak = max((p[1] for p in points), default=0)
-    return {"name": name, "points": points, "events": len(trace["events"]), "peak": peak}
+    # Where backward begins (the chart marks it), None for a run that never ran backward.
+    backward_at = next((i for i, event in enumerate(trace["events"])
+                        if event.get("phase") == "backward"), None)
+    return {"name": name, "points": points, "events": len(trace["events"]), "peak": peak,
+            "backward_at": backward_at}
 
 
 def _ledger_trace(allocator, title) -> dict:

@@ -2,6 +2,7 @@
 // so that later changes (stepping) only touch the elements that change.
 import { h, s } from "./dom.js";
 import { BOX, FRAME } from "./scopes.js";
+import { nearestInDirection, readingOrder } from "./a11y.js";
 
 const NUMBER = /-?(?:\d+\.?\d*|\.\d+)(?:e[-+]?\d+)?/gi;
 
@@ -44,6 +45,12 @@ function sanitize(svg) {
   }
 }
 
+/** The focused element, in a shadow root too. */
+function activeIn(el) {
+  const root = el && el.getRootNode ? el.getRootNode() : document;
+  return (root && root.activeElement) || document.activeElement;
+}
+
 export function describeNode(node) {
   if (!node) return "";
   if (node.type === "op") return `op ${node.label}`;
@@ -70,6 +77,10 @@ export class GraphCanvas {
     this.fit = "auto";
     this.boxWidth = 0;
     this.size = null;
+    this.centres = new Map(); // id -> {x, y}: where arrow keys find the next node
+    this.order = []; // ids in reading order
+    this.stops = new Map(); // id -> <g>: what the keyboard moves between (nodes and frames)
+    this.active = null; // the stop that holds the graph's one Tab stop (roving tabindex)
   }
 
   showMessage(text, kind = "info") {
@@ -96,7 +107,8 @@ export class GraphCanvas {
     sanitize(svg);
     svg.classList.add("mg-svg");
     svg.setAttribute("role", "group");
-    svg.setAttribute("aria-label", "computation graph");
+    svg.setAttribute("tabindex", "-1"); // (Chromium would make the <svg> a Tab stop of its own)
+    svg.setAttribute("aria-label", "computation graph: arrow keys move between nodes, Enter or Space does what a click does");
 
     const nodes = new Map();
     for (const g of svg.querySelectorAll("g.node")) {
@@ -108,12 +120,15 @@ export class GraphCanvas {
       for (const el of shapes) el.classList.add("mg-shape");
       const record = { g, bbox: bboxOf(shapes) };
       const node = index && index.nodes.get(id);
-      g.setAttribute("tabindex", "0");
+      // One Tab stop for the whole graph (set below); arrow keys move between the nodes.
+      g.setAttribute("tabindex", "-1");
       g.setAttribute("role", "button");
       if (id.startsWith(BOX)) {
         record.scope = id.slice(BOX.length);
-        g.setAttribute("aria-label", `scope ${record.scope}: click to open it`);
-      } else g.setAttribute("aria-label", describeNode(node) || id);
+        record.base = `scope ${record.scope}: click to open it`;
+      } else record.base = describeNode(node) || id;
+      record.name = record.base;
+      g.setAttribute("aria-label", record.base);
       nodes.set(id, record);
     }
     const frames = new Map();
@@ -122,6 +137,8 @@ export class GraphCanvas {
       for (const t of g.querySelectorAll(":scope > title")) t.remove();
       if (!id.startsWith(FRAME)) continue;
       g.setAttribute("aria-label", `frame of scope ${id.slice(FRAME.length)}: click it to close the scope`);
+      g.setAttribute("role", "button");
+      g.setAttribute("tabindex", "-1");
       frames.set(id, g);
     }
     const edges = [];
@@ -165,16 +182,14 @@ export class GraphCanvas {
     svg.addEventListener("pointerleave", () => this.onInspect(null, "hover"));
     svg.addEventListener("focusin", (e) => this._inspect(e, "focus"));
     svg.addEventListener("focusout", (e) => {
-      if (!e.relatedTarget || !svg.contains(e.relatedTarget)) this.onInspect(null, "focus");
+      // (Tab from a node into the inspector keeps the node's inspector, whose links it goes to:
+      // redrawing it would remove the element the focus is moving to)
+      const to = e.relatedTarget;
+      if (to && (svg.contains(to) || (to.closest && to.closest(".mg-inspector")))) return;
+      this.onInspect(null, "focus");
     });
     svg.addEventListener("click", (e) => this._inspect(e, "click"));
-    svg.addEventListener("keydown", (e) => {
-      const g = e.key === "Enter" && e.target.closest ? e.target.closest("g.node") : null;
-      if (g && (g.getAttribute("id") || "").startsWith(BOX)) {
-        e.preventDefault();
-        this.onToggle(g.getAttribute("id"));
-      }
-    });
+    svg.addEventListener("keydown", (e) => this._key(e));
 
     // Graphviz draws in the coordinates of <g id="graph0" transform="scale(..) translate(..)">.
     const g0 = svg.querySelector("g.graph");
@@ -195,10 +210,33 @@ export class GraphCanvas {
     } else {
       this.size = { w: parseFloat(svg.getAttribute("width")) || 400, h: parseFloat(svg.getAttribute("height")) || 300 };
     }
+    // The keyboard's stops: nodes (at their centres) and open scopes' frames (at their label).
+    // (only after Enter or Space opened or closed a scope: a mouse click, or a redraw the kernel
+    // sent, never pulls the focus back into the picture)
+    const refocus = this.keyToggled && !!this.svg && this.svg.contains(activeIn(this.el));
+    this.keyToggled = false;
+    const seen = this.stops || new Map();
     this.svg = svg;
     this.nodes = nodes;
     this.edges = edges;
     this.frames = frames;
+    this.stops = new Map();
+    this.centres = new Map();
+    for (const [id, record] of nodes) {
+      this.stops.set(id, record.g);
+      if (record.bbox) this.centres.set(id, { x: record.bbox.cx, y: record.bbox.cy });
+    }
+    for (const [id, g] of frames) {
+      const label = g.querySelector(":scope > text");
+      const box = label ? { cx: +label.getAttribute("x"), cy: +label.getAttribute("y") } : bboxOf(g.querySelectorAll(":scope > path, :scope > polygon"));
+      this.stops.set(id, g);
+      if (box) this.centres.set(id, { x: box.cx, y: box.cy });
+    }
+    this.order = readingOrder(this.centres);
+    // After a box opened or closed: the stop stays, or goes to what the click revealed.
+    const kept = this.stops.has(this.active) ? this.active : this.order.find((id) => !seen.has(id) && nodes.has(id));
+    this.active = null;
+    this.setActive(kept ?? this.order[0] ?? null);
     if (keepScale && this.fit === "auto") {
       // (a box opened or closed: the same scale as before, so that the rest keeps its size)
       this.fit = false;
@@ -206,7 +244,56 @@ export class GraphCanvas {
       this.fit = "auto";
     } else this.applyZoom(this.boxWidth);
     this.el.replaceChildren(svg);
+    if (refocus && this.active) this.stops.get(this.active).focus({ preventScroll: true });
     return this;
+  }
+
+  /** Give node id the graph's Tab stop (the others keep tabindex -1). */
+  setActive(id) {
+    const before = this.stops.get(this.active);
+    if (before && this.active !== id) before.setAttribute("tabindex", "-1");
+    const g = this.stops.get(id);
+    if (g) g.setAttribute("tabindex", "0");
+    this.active = g ? id : null;
+  }
+
+  /** The Tab stop follows the step's node while the keyboard is elsewhere. */
+  follow(id) {
+    if (!this.svg || !this.nodes.has(id) || this.svg.contains(activeIn(this.el))) return;
+    this.setActive(id);
+  }
+
+  focusNode(id) {
+    const g = this.stops.get(id);
+    if (!g) return;
+    this.setActive(id);
+    g.focus({ preventScroll: true });
+    this.reveal(id);
+  }
+
+  /** Keys on a focused node: arrows move (nearestInDirection), Home / End go to the first /
+   * last node in reading order, Enter and Space do what a click does. */
+  _key(e) {
+    const g = e.target && e.target.closest ? e.target.closest("g.node, g.cluster") : null;
+    const id = g && g.getAttribute("id");
+    if (!g || this.stops.get(id) !== g || e.altKey || e.ctrlKey || e.metaKey) return;
+    let to;
+    if (e.key === "Enter" || e.key === " " || e.key === "Spacebar") {
+      e.preventDefault();
+      this.setActive(id);
+      if (id.startsWith(BOX) || this.frames.has(id)) {
+        this.keyToggled = true;
+        this.onToggle(id);
+      }
+      else this.onInspect(id, "click");
+      return;
+    }
+    if (e.key === "Home") to = this.order[0];
+    else if (e.key === "End") to = this.order[this.order.length - 1];
+    else if (e.key.startsWith("Arrow")) to = nearestInDirection(this.centres, id, e.key);
+    else return;
+    e.preventDefault(); // (also at the edge: the view's own arrow keys do not step from a node)
+    if (to) this.focusNode(to);
   }
 
   /** Where each node and box is in the picture's box as seen now: id -> {x, y} (its centre,
@@ -249,6 +336,7 @@ export class GraphCanvas {
     const g = event.target && event.target.closest ? event.target.closest("g.node") : null;
     if (g && this.svg && this.svg.contains(g)) {
       const id = g.getAttribute("id");
+      if (how === "click") this.setActive(id);
       if (how === "click" && id.startsWith(BOX)) this.onToggle(id);
       else this.onInspect(id, how);
       return;

@@ -2,6 +2,7 @@
 // timeline.
 import { h, s, setText } from "./dom.js";
 import { bytes } from "./format.js";
+import { blockName } from "./a11y.js";
 
 export const KINDS = ["input", "param", "activation", "node", "grad", "saved"];
 const KIND_TEXT = {
@@ -12,12 +13,17 @@ const KIND_TEXT = {
   grad: "gradient",
   saved: "saved for backward",
 };
+// Each kind's letter, drawn on its blocks (where they are wide enough) and its legend swatch:
+// the strip reads without telling colours apart.
+const KIND_LETTER = { input: "I", param: "P", activation: "A", node: "N", grad: "G", saved: "S" };
+const letter = (kind) => h("span", { class: "mg-block-letter", "aria-hidden": "true", text: KIND_LETTER[kind] || "?" });
+const INFO_HINT = "Point at a block, or Tab to the strip and use the arrow keys, to read what it holds.";
 
 function kindLegend() {
   return h(
     "ul",
     { class: "mg-kinds", "aria-label": "block kinds" },
-    ...KINDS.map((k) => h("li", null, h("span", { class: `mg-kind-swatch mg-mem-${k}` }), h("span", { text: KIND_TEXT[k] }))),
+    ...KINDS.map((k) => h("li", null, h("span", { class: `mg-kind-swatch mg-mem-${k}` }, letter(k)), h("span", { text: KIND_TEXT[k] }))),
     h("li", null, h("span", { class: "mg-kind-swatch mg-freed-swatch" }), h("span", { text: "freed / popped" })),
     h("li", null, h("span", { class: "mg-hw-swatch" }), h("span", { text: "high-water mark" })),
   );
@@ -32,6 +38,52 @@ export class MemoryStrip {
     this.shown = new Map(); // block id -> state shown
     this.rows = new Map();
     this.index = null;
+    this.info = h("div", { class: "mg-block-info", text: INFO_HINT });
+    this.el.addEventListener("focusin", (e) => this.describe(e.target));
+    this.el.addEventListener("pointerover", (e) => this.describe(e.target));
+    this.el.addEventListener("pointerleave", () => this.describe(this.focused()));
+    this.el.addEventListener("keydown", (e) => this.key(e));
+  }
+
+  /** The focused element if it is in the strip (in a shadow root too), else null. */
+  focused() {
+    const root = this.el.getRootNode ? this.el.getRootNode() : document;
+    const active = (root && root.activeElement) || document.activeElement;
+    return active && this.el.contains(active) ? active : null;
+  }
+
+  /** The visible line under the strip says what the block under the pointer or focus holds. */
+  describe(target) {
+    const el = target && target.closest ? target.closest("[data-block]") : null;
+    setText(this.info, el ? el.getAttribute("aria-label") : INFO_HINT);
+  }
+
+  /** Arrow keys move between a row's blocks (by offset), Home / End to its ends. */
+  key(e) {
+    const el = e.target && e.target.closest ? e.target.closest("[data-block]") : null;
+    const row = el && [...this.rows.values()].find((r) => r.bar === el.parentElement);
+    if (!row || e.altKey || e.ctrlKey || e.metaKey) return;
+    // Live blocks by offset, then the freed ones (in a pool, many freed blocks share the offset
+    // of a live one, drawn under it: they come after what is in memory now).
+    const rank = (id) => this.index.blocks.get(id).offset + (this.shown.get(id) === "alive" ? 0 : 2 ** 50);
+    const shown = row.order.filter((id) => this.shown.get(id) && this.shown.get(id) !== "unallocated").sort((a, b) => rank(a) - rank(b));
+    const at = shown.indexOf(el.dataset.block);
+    const to = { ArrowRight: at + 1, ArrowDown: at + 1, ArrowLeft: at - 1, ArrowUp: at - 1, Home: 0, End: shown.length - 1 }[e.key];
+    if (to === undefined) return;
+    e.preventDefault(); // (the view's own arrow keys do not step from here)
+    const id = shown[Math.max(0, Math.min(shown.length - 1, to))];
+    if (id === undefined) return;
+    this.setActive(row, id);
+    this.blockEls.get(id).focus();
+  }
+
+  /** One Tab stop per row: its active block. */
+  setActive(row, id) {
+    const before = this.blockEls.get(row.active);
+    if (before && row.active !== id) before.setAttribute("tabindex", "-1");
+    const el = this.blockEls.get(id);
+    if (el) el.setAttribute("tabindex", "0");
+    row.active = el ? id : null;
   }
 
   build(index) {
@@ -49,7 +101,7 @@ export class MemoryStrip {
     for (const arena of index.arenas.values()) {
       const extent = Math.max(1, index.extent.get(arena.id) || arena.capacity || 1);
       const stats = h("span", { class: "mg-arena-stats" });
-      const bar = h("div", { class: "mg-bar", "data-arena": arena.id });
+      const bar = h("div", { class: "mg-bar", "data-arena": arena.id, role: "group", "aria-label": `${arena.name}: blocks by offset (arrow keys move between them)` });
       const hw = h("div", { class: "mg-hw", title: "high-water mark" });
       const used = h("div", { class: "mg-used" });
       bar.append(used, hw);
@@ -68,24 +120,37 @@ export class MemoryStrip {
         stats,
       );
       const row = h("div", { class: "mg-arena", "data-arena": arena.id }, head, bar, axis);
-      this.rows.set(arena.id, { row, bar, hw, used, stats, extent, arena, text: "", hwAt: "", usedAt: "" });
+      this.rows.set(arena.id, { row, bar, hw, used, stats, extent, arena, text: "", hwAt: "", usedAt: "", order: [], active: null });
       rows.push(row);
     }
     for (const block of index.blocks.values()) {
       const row = this.rows.get(block.arena);
       if (!row) continue;
-      const el = h("div", {
-        class: `mg-block mg-mem-${block.kind} mg-unalloc`,
-        "data-block": block.id,
-        "data-kind": block.kind,
-        "data-state": "unallocated",
-        title: `${block.id}: ${KIND_TEXT[block.kind] || block.kind}, ${bytes(block.nbytes)} at ${block.offset}, for ${block.owner}`,
-        style: { left: pct(block.offset, row.extent), width: pct(block.nbytes, row.extent) },
-      });
+      const el = h(
+        "div",
+        {
+          class: `mg-block mg-mem-${block.kind} mg-unalloc`,
+          "data-block": block.id,
+          "data-kind": block.kind,
+          "data-state": "unallocated",
+          role: "img",
+          "aria-roledescription": "memory block",
+          tabindex: "-1",
+          style: { left: pct(block.offset, row.extent), width: pct(block.nbytes, row.extent) },
+        },
+        letter(block.kind),
+      );
       row.bar.insertBefore(el, row.used);
+      row.order.push(block.id);
       this.blockEls.set(block.id, el);
     }
-    this.el.replaceChildren(kindLegend(), ...rows);
+    for (const row of this.rows.values()) row.order.sort((a, b) => index.blocks.get(a).offset - index.blocks.get(b).offset);
+    this.el.replaceChildren(kindLegend(), ...rows, this.info);
+  }
+
+  blockText(id, now) {
+    const block = this.index.blocks.get(id);
+    return blockName({ kindText: KIND_TEXT[block.kind] || block.kind, owner: block.owner, size: bytes(block.nbytes), offset: bytes(block.offset), state: now });
   }
 
   paint(state) {
@@ -96,7 +161,16 @@ export class MemoryStrip {
       el.dataset.state = now;
       el.classList.toggle("mg-unalloc", now === "unallocated");
       el.classList.toggle("mg-freed", now === "freed" || now === "popped");
+      el.setAttribute("aria-label", this.blockText(id, now));
     }
+    for (const row of this.rows.values()) {
+      // The Tab stop stays on a block that is drawn (an unallocated one is not).
+      const drawn = (id) => id && this.shown.get(id) && this.shown.get(id) !== "unallocated";
+      const alive = (id) => this.shown.get(id) === "alive";
+      if (!drawn(row.active)) this.setActive(row, row.order.find(alive) ?? row.order.find(drawn) ?? null);
+    }
+    const focused = this.focused();
+    if (focused) this.describe(focused);
     for (const [id, row] of this.rows) {
       let live = 0;
       let top = 0;
@@ -146,7 +220,46 @@ function usedLines(points, high, X, Y, end, color, attrs) {
   ];
 }
 
-/** Bytes used per arena over the events, with high-water lines; click to pick a frame. */
+/**
+ * Where each event sits on a time axis counted in steps (the slider's unit): step k covers
+ * [k, k + 1), and its m events are spread evenly inside it, so a step that allocates and frees
+ * still shows its peak, and no event sits on a step's edge. frames[k]: the last event of step k.
+ */
+export function eventSteps(frames, nEvents) {
+  const x = new Array(nEvents).fill(0);
+  let first = 0;
+  frames.forEach((last, k) => {
+    const m = last - first + 1;
+    for (let i = first; i <= last && i < nEvents; i++) x[i] = k + (i - first + 1) / (m + 1);
+    first = last + 1;
+  });
+  for (let i = first; i < nEvents; i++) x[i] = frames.length; // (events after the last step)
+  return x;
+}
+
+/** The first step of each run of steps in one phase: [{step, phase}]. */
+export function phaseRuns(framePhase) {
+  const runs = [];
+  framePhase.forEach((phase, k) => {
+    if (k === 0 || phase !== framePhase[k - 1]) runs.push({ step: k, phase });
+  });
+  return runs;
+}
+
+/** Phase labels that would overlap the one before go one row down (measured once drawn). */
+function unpile(ruler) {
+  let end = -Infinity;
+  for (const label of ruler.children) {
+    const box = label.getBoundingClientRect();
+    if (!box.width) return; // (not on screen yet)
+    if (box.left < end + 4) {
+      label.classList.add("mg-phase-mark-low");
+      ruler.classList.add("mg-two-rows");
+    } else end = box.right;
+  }
+}
+
+/** Bytes used per arena over the steps, with high-water lines; click to pick a step. */
 export class MemoryTimeline {
   constructor({ onPick } = {}) {
     this.onPick = onPick || (() => {});
@@ -158,35 +271,43 @@ export class MemoryTimeline {
   build(index) {
     this.index = index;
     const events = index.events;
-    const n = Math.max(1, events.length - 1);
+    const steps = index.frames.length;
+    const at = eventSteps(index.frames, events.length);
     const series = new Map();
     for (const arena of index.arenas.values()) series.set(arena.id, { arena, used: [], high: 0 });
     events.forEach((ev, i) => {
       const line = series.get(ev.arena);
       if (!line || typeof ev.used !== "number") return;
-      line.used.push([i, ev.used]);
+      line.used.push([at[i], ev.used]);
       line.high = Math.max(line.high, ev.high_water || 0);
     });
     const drawn = [...series.values()].filter((l) => l.used.length > 0);
-    if (drawn.length === 0) {
+    if (drawn.length === 0 || steps === 0) {
       this.el.replaceChildren(h("div", { class: "mg-muted", text: "No allocation events were recorded, so there is no timeline." }));
       this.cursor = null;
       return;
     }
     const ymax = Math.max(1, ...drawn.map((l) => Math.max(l.high, ...l.used.map((p) => p[1]))));
-    const X = (i) => ((i / n) * W).toFixed(1);
+    // (a margin after the last step: its drop, a pop, is not drawn on the last pixel)
+    this.span = steps + Math.max(0.5, steps * 0.03);
+    const X = (x) => ((x / this.span) * W).toFixed(1);
     const Y = (b) => (H - 4 - (b / ymax) * (H - 12)).toFixed(1);
-    const svg = s("svg", { class: "mg-timeline-svg", viewBox: `0 0 ${W} ${H}`, preserveAspectRatio: "none", role: "img", "aria-label": "bytes used over time" });
-    // phase boundaries
-    let last = null;
-    index.frames.forEach((e, k) => {
-      const phase = index.framePhase[k];
-      if (last !== null && phase !== last) {
-        const x = X(k === 0 ? 0 : index.frames[k - 1] + 0.5);
-        svg.append(s("line", { class: "mg-phase-line", x1: x, x2: x, y1: "0", y2: String(H), "vector-effect": "non-scaling-stroke" }));
-      }
-      last = phase;
-    });
+    const share = (x) => `${((100 * x) / this.span).toFixed(3)}%`;
+    const svg = s("svg", { class: "mg-timeline-svg", viewBox: `0 0 ${W} ${H}`, preserveAspectRatio: "none", role: "img", "aria-label": `bytes used over ${steps} steps, at most ${bytes(ymax)}` });
+    // The shown step: a band over its column, and a line at its end (the state the step leaves).
+    this.band = s("rect", { class: "mg-cursor-band", x: "0", y: "0", width: X(1), height: String(H) });
+    svg.append(this.band);
+    // Phase boundaries; the start of backward is drawn stronger and named above the chart.
+    const runs = phaseRuns(index.framePhase);
+    const ruler = h("div", { class: "mg-phase-ruler", "aria-hidden": "true" });
+    const named = new Set();
+    for (const { step, phase } of runs) {
+      if (step > 0) svg.append(s("line", { class: `mg-phase-line${phase === "backward" && !named.has("backward") ? " mg-backward-start" : ""}`, x1: X(step), x2: X(step), y1: "0", y2: String(H), "vector-effect": "non-scaling-stroke" }));
+      if (named.has(phase) || phase === "released") continue; // (one label per phase: no pile-up)
+      named.add(phase);
+      const text = step === 0 ? phase : `${phase} from step ${step + 1}`;
+      ruler.append(h("span", { class: `mg-phase-mark mg-phase-mark-${phase}`, "data-step": String(step), style: { left: share(step) }, text }));
+    }
     const legendItems = [];
     drawn.forEach((line, i) => {
       const color = COLORS[i % COLORS.length];
@@ -200,25 +321,33 @@ export class MemoryTimeline {
     svg.addEventListener("click", (e) => {
       const rect = svg.getBoundingClientRect();
       if (!rect.width) return;
-      const ev = ((e.clientX - rect.left) / rect.width) * n;
-      let k = index.frames.findIndex((f) => f >= ev);
-      if (k < 0) k = index.frames.length - 1;
-      this.onPick(k);
+      const x = ((e.clientX - rect.left) / rect.width) * this.span;
+      this.onPick(Math.max(0, Math.min(steps - 1, Math.floor(x))));
     });
+    // The y axis' top value, at its height on the left (not under the x axis).
+    const yTop = h("span", { class: "mg-ymax", style: { top: `${((100 * Number(Y(ymax))) / H).toFixed(2)}%` }, text: `max ${bytes(ymax)}` });
+    const plot = h("div", { class: "mg-plot" }, svg, yTop);
+    if (typeof requestAnimationFrame === "function") requestAnimationFrame(() => unpile(ruler));
     this.el.replaceChildren(
-      h("div", { class: "mg-timeline-head" }, h("span", { text: "bytes used over the recorded events (dashed: high-water); click to pick a step" })),
-      svg,
-      h("div", { class: "mg-axis" }, h("span", { text: "first event" }), h("span", { text: `max ${bytes(ymax)}` }), h("span", { text: `event ${events.length - 1}` })),
+      h("div", { class: "mg-timeline-head" }, h("span", { text: "bytes used over the steps (dashed: high-water); click to pick a step" })),
+      ruler,
+      plot,
+      h(
+        "div",
+        { class: "mg-xaxis" },
+        h("span", { style: { left: "0" }, text: "step 1" }),
+        steps > 1 ? h("span", { style: { right: `${(100 - (100 * steps) / this.span).toFixed(3)}%` }, text: `step ${steps}` }) : null,
+      ),
       h("ul", { class: "mg-kinds" }, ...legendItems),
     );
   }
 
   setFrame(k) {
     if (!this.cursor || !this.index) return;
-    const n = Math.max(1, this.index.events.length - 1);
-    const x = (((this.index.frames[k] ?? 0) / n) * W).toFixed(1);
+    const x = (((Math.max(0, k) + 1) / this.span) * W).toFixed(1);
     this.cursor.setAttribute("x1", x);
     this.cursor.setAttribute("x2", x);
+    this.band.setAttribute("x", ((Math.max(0, k) / this.span) * W).toFixed(1));
   }
 }
 
@@ -240,7 +369,8 @@ export class MemoryCompare {
     }
     const xmax = Math.max(1, ...drawn.map((r) => r.events || r.points[r.points.length - 1][0]));
     const ymax = Math.max(1, ...drawn.map((r) => r.peak || 0));
-    const X = (i) => ((i / xmax) * W).toFixed(1);
+    const span = xmax * 1.03 + 1; // (a margin: the last drop, a pop, is not on the last pixel)
+    const X = (i) => ((i / span) * W).toFixed(1);
     const Y = (b) => (H - 4 - (b / ymax) * (H - 12)).toFixed(1);
     const svg = s("svg", { class: "mg-timeline-svg mg-compare-svg", viewBox: `0 0 ${W} ${H}`, preserveAspectRatio: "none", role: "img", "aria-label": "bytes used over time, one line per run" });
     const first = drawn[0].peak || 1;
@@ -249,6 +379,9 @@ export class MemoryCompare {
       const color = COLORS[i % COLORS.length];
       const end = Number(X(run.events || run.points[run.points.length - 1][0]));
       svg.append(...usedLines(run.points, run.peak, X, Y, end, color, { "data-run": String(i) }));
+      // Where this run's backward begins: a dashed mark in its colour (and said in the legend).
+      const back = typeof run.backward_at === "number" ? run.backward_at : null;
+      if (back !== null) svg.append(s("line", { class: "mg-phase-line mg-backward-start", "data-run": String(i), x1: X(back), x2: X(back), y1: "0", y2: String(H), style: { stroke: color }, "vector-effect": "non-scaling-stroke" }));
       const ratio = i === 0 ? "" : ` (${(run.peak / first).toFixed(2)}× ${drawn[0].name})`;
       items.push(
         h(
@@ -256,14 +389,14 @@ export class MemoryCompare {
           { "data-run": String(i), "data-peak": String(run.peak) },
           h("span", { class: "mg-line-swatch", style: { background: color } }),
           h("span", { class: "mg-run-name", text: String(run.name) }),
-          h("span", { text: `: peak ${bytes(run.peak)}${ratio} · ${run.events} events` }),
+          h("span", { text: `: peak ${bytes(run.peak)}${ratio} · ${run.events} events${typeof run.backward_at === "number" ? `, backward from event ${run.backward_at} (dashed mark)` : ""}` }),
         ),
       );
     });
     this.el.replaceChildren(
       h("div", { class: "mg-timeline-head" }, h("span", { text: "bytes used over the recorded events, one line per run (dashed: each run's peak)" })),
-      svg,
-      h("div", { class: "mg-axis" }, h("span", { text: "first event" }), h("span", { text: `max ${bytes(ymax)}` }), h("span", { text: `event ${xmax}` })),
+      h("div", { class: "mg-plot" }, svg, h("span", { class: "mg-ymax", style: { top: `${((100 * Number(Y(ymax))) / H).toFixed(2)}%` }, text: `max ${bytes(ymax)}` })),
+      h("div", { class: "mg-xaxis" }, h("span", { style: { left: "0" }, text: "event 0" }), h("span", { style: { right: `${(100 - (100 * xmax) / span).toFixed(3)}%` }, text: `event ${xmax}` })),
       h("ul", { class: "mg-kinds mg-runs", "aria-label": "runs" }, ...items),
     );
   }

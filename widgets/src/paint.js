@@ -1,8 +1,9 @@
 // Restyling the laid-out graph for one replay state. Every node and edge keeps what it shows
 // now (a bit mask of classes and its badge text); paint() computes what it should show and
 // writes to the DOM only where the two differ. Nothing is searched for in the SVG.
-import { shortValues } from "./format.js";
+import { shortValues, values } from "./format.js";
 import { boxProgress, progressText } from "./scopes.js";
+import { nodeName } from "./a11y.js";
 
 const NODE_CLASSES = [
   "mg-future", // not created yet (forward)
@@ -60,9 +61,11 @@ export class StepPainter {
     });
   }
 
-  /** Write a node's (or box's) classes, badge and tag where they differ from what it shows. */
-  show(item, flags, badge, tag) {
+  /** Write a node's (or box's) classes, badge and tag where they differ from what it shows,
+   * and say the same in its accessible name. */
+  show(item, flags, badge, tag, grad = null) {
     const record = item.record;
+    if (flags !== item.flags || badge !== item.badge || tag !== item.tag) this.name(item, flags, badge, tag, grad);
     if (flags !== item.flags) {
       toggle(record.g, NODE_CLASSES, item.flags, flags);
       item.flags = record.flags = flags;
@@ -85,6 +88,30 @@ export class StepPainter {
         record.tagRect.setAttribute("width", String(width));
       }
       item.tag = record.tagShown = tag;
+    }
+  }
+
+  /** The accessible name: what the classes, badge and tag show, in words (a11y.js). */
+  name(item, flags, badge, tag, g) {
+    const record = item.record;
+    const has = (c) => (flags & N[c]) !== 0;
+    const isBox = !item.node;
+    // (the name gives more of the gradient than the tag's two values)
+    const grad = !isBox && g && has("mg-has-grad") ? { first: has("mg-grad-first"), text: values(g.values, item.node.size, 4) } : null;
+    let name = nodeName(isBox ? `scope ${record.scope}` : record.base, {
+      future: has("mg-future"),
+      current: has("mg-current"),
+      ready: has("mg-ready"),
+      done: has("mg-done"),
+      pending: badge === null || isBox ? null : +badge, // (a box's tag counts its pending)
+      grad,
+      fresh: has("mg-grad-new"),
+      dropped: has("mg-grad-dropped"),
+    });
+    if (isBox) name += `${tag ? `, ${tag}` : ""}: click to open it`;
+    if (name !== record.name) {
+      record.name = name;
+      record.g.setAttribute("aria-label", name);
     }
   }
 
@@ -116,7 +143,7 @@ export class StepPainter {
           if (record.tag) tag = (g.first ? "= " : "+= ") + shortValues(g.values, node.size, 1);
         }
       }
-      this.show(item, flags, badge, tag);
+      this.show(item, flags, badge, tag, node.type === "op" ? null : grads.get(id));
     }
     for (const item of this.boxItems) {
       const p = boxProgress(item.box, state, this.index);
@@ -141,5 +168,8 @@ export class StepPainter {
         item.flags = g.__mgFlags = flags;
       }
     }
+    // The graph's Tab stop is the step's node (or its closed box) until the keyboard moves it.
+    const shownAs = current && ((this.fold && this.fold.boxOf && this.fold.boxOf.get(current)) || current);
+    if (shownAs) this.canvas.follow(shownAs);
   }
 }

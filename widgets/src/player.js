@@ -6,6 +6,7 @@
 // controls), `buttons.play`, `root`, `speed` (the interval input), `status` (a text line) and
 // `askText(kind)` (what the status says while the kernel works). Without isLive it is a replay.
 import { h, setText } from "./dom.js";
+import { ownsKey } from "./a11y.js";
 
 const KERNEL_TIMEOUT_MS = 30000;
 const SPEEDS = [
@@ -37,7 +38,11 @@ export class Player {
       last: button("last", "last ▶|", "last step (End)"),
       play: button("play", "▶ play", "play / pause (Space)"),
     };
-    this.speed = h("select", { class: "mg-speed", "aria-label": "speed", title: "speed" }, ...SPEEDS.map(([ms, text]) => h("option", { value: String(ms), text, selected: ms === 700 })));
+    // Asked for less motion: play starts slow and offers no fast speeds.
+    const calm = typeof matchMedia === "function" && matchMedia("(prefers-reduced-motion: reduce)").matches;
+    const speeds = calm ? SPEEDS.filter(([ms]) => ms >= 700) : SPEEDS;
+    const start = calm ? 1500 : 700;
+    this.speed = h("select", { class: "mg-speed", "aria-label": "speed", title: "speed" }, ...speeds.map(([ms, text]) => h("option", { value: String(ms), text, selected: ms === start })));
     this.slider = h("input", { type: "range", class: "mg-slider", min: "0", max: "0", step: "1", value: "0", "aria-label": "step" });
     this.slider.addEventListener("input", () => this.go(+this.slider.value));
   }
@@ -131,8 +136,9 @@ export class Player {
   }
 
   key(e) {
-    const tag = e.target && e.target.tagName;
-    if (tag === "SELECT" || tag === "TEXTAREA" || (tag === "INPUT" && e.key !== " ")) return;
+    // A focused button keeps Space and Enter, a slider or field its keys; a graph node or a
+    // memory block handled its own (defaultPrevented).
+    if (e.defaultPrevented || e.altKey || e.ctrlKey || e.metaKey || ownsKey(e.target, e.key)) return;
     const action = KEYS[e.key];
     if (!action) return;
     e.preventDefault();

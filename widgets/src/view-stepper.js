@@ -325,7 +325,7 @@ class Stepper extends Player {
       id === null
         ? ""
         : id === this.hovered && id !== this.pinned
-          ? "under the pointer"
+          ? "under the pointer or the keyboard focus"
           : id === this.pinned
             ? "pinned: click it again to unpin"
             : inBox
