@@ -221,6 +221,31 @@ def test_threads_sharing_one_copy_false_array_keep_the_lock_table_consistent():
     assert shared.flags.writeable                      # every lock was given back
 
 
+def test_a_lock_taken_in_the_window_before_the_last_one_ends_hands_the_flag_over():
+    # Another thread can take an array's lock between its last holder letting go and that lock's
+    # unlock running: the new lock must keep the array read-only (the old unlock leaves it alone)
+    # and give back the flag the array had before the first lock. The window is made by hand.
+    from minigrad import readonly
+    w = param([1.0, 2.0], name="w")
+    array = w.data
+    first = readonly._take(array, True)
+    assert not array.flags.writeable
+    ending = readonly.ArrayLock()                    # a lock whose unlock has not run yet
+    window = readonly._Held(ending, None)
+    window.array, window.was_writeable, window.enough = array, True, True
+    readonly._held[id(array)] = window
+    del first                                          # its unlock finds itself replaced
+    assert not array.flags.writeable
+    del ending                                         # dead, still listed: the window
+    y = w * w                                          # takes the lock over
+    assert readonly._held[id(array)] is not window and not array.flags.writeable
+    with pytest.raises(ValueError):
+        w.data[0] = 5.0
+    y.sum().backward()
+    assert array.flags.writeable and id(array) not in readonly._held
+    np.testing.assert_allclose(w.grad, [2.0, 4.0])
+
+
 # --- Variables that share an allocator's memory go stale with it (item 3) ------------------------
 
 @pytest.mark.parametrize("make", ["detach", "create_leaf"])
