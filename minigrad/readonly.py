@@ -152,8 +152,9 @@ class SavedGuard:
         self.locks, self.snapshots = (), ()
         for array, extra in found:
             owner = array if array.base is None else _owner(array)
-            lock = None if owner is None else _take(owner, extra is not None
-                                                    and extra <= _OVERHEAD and owner.base is None)
+            lock = None if owner is None else _take(owner, extra is not None and extra <= _OVERHEAD
+                                                    and (owner.base is None
+                                                         or _leaf_memory(owner.base)))
             if lock is not None:
                 self.locks += (lock,)
             # A lock taken when no alias existed stays enough while it is held: views made since
@@ -191,10 +192,28 @@ def _owner(array: np.ndarray):
     bytearray, a memory map or a view's view is under it (then the snapshot guards). A user's
     view is not locked itself: its flag could not be restored while its owner is still locked."""
     base = array.base
-    owner = array if base is None or is_allocator_buffer(base) else base
+    owner = array if base is None or is_allocator_buffer(base) or _leaf_memory(base) else base
     if not isinstance(owner, np.ndarray) or (owner is base and owner.base is not None):
         return None
     return owner
+
+
+def leaf_on_allocator(array: np.ndarray) -> np.ndarray:
+    """A leaf's copy on an arena or pool, remade so that numpy's views of it refer to it.
+
+    numpy points a view at the array that owns the memory, so a view of an allocator array
+    points at the allocator's buffer: the leaf's reference count would not see it, and every
+    node that saves the leaf would need a snapshot (for a layer's weights, a copy and a
+    comparison of the whole matrix each step). numpy stops at an array whose base is not an
+    array: with a memoryview under the leaf, its views refer to it, and the lock alone is
+    enough, as for a parameter on the heap."""
+    return np.asarray(memoryview(array))
+
+
+def _leaf_memory(base) -> bool:
+    """Whether base is the memoryview leaf_on_allocator put under a leaf's allocator memory."""
+    return (type(base) is memoryview and type(base.obj) is np.ndarray
+            and is_allocator_buffer(base.obj.base))
 
 
 def _take(owner: np.ndarray, unaliased: bool) -> ArrayLock:

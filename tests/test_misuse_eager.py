@@ -126,6 +126,28 @@ def test_unaliased_parameter_is_locked_without_a_copy():
     w.data[0] = 5.0                                    # consumed: writable again
 
 
+@pytest.mark.parametrize("where", ["arena", "pool"])
+def test_unaliased_parameter_on_an_allocator_is_locked_without_a_copy(where):
+    # The same cost rule for a parameter whose memory is an allocator's: its views refer to it
+    # (not to the allocator's buffer), so its reference count proves that none exists.
+    allocator = mg.Arena("perm-lock", 1 << 14) if where == "arena" else mg.Pool("perm-lock")
+    w = param([1.0, 2.0, 3.0], name="w", arena=allocator)
+    assert w.data[1:].base is w.data
+    loss = (w * mg.create_leaf(np.ones(3))).sum()
+    assert guard_of(loss.grad_fn.inputs[0]).snapshots == ()
+    with pytest.raises(ValueError):
+        w.data[0] = 5.0
+    loss.backward()
+    np.testing.assert_allclose(w.grad, [1.0, 1.0, 1.0])
+    w.data[0] = 5.0                                    # consumed: writable again
+    alias = w.data[:]                                  # a view made before the next forward
+    loss = (w * mg.create_leaf(np.ones(3))).sum()
+    assert len(guard_of(loss.grad_fn.inputs[0]).snapshots) == 1
+    alias[0] = 7.0
+    with pytest.raises(errors.InplaceError, match="'w'"):
+        loss.backward()
+
+
 def test_batch_held_by_name_gets_a_snapshot_and_is_writable_after_backward():
     batch = np.ones((3, 2))
     W = param(np.ones((2, 1)))
