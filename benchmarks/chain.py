@@ -16,27 +16,26 @@ import argparse
 import functools
 import os
 import sys
-import time
 
 import numpy as np
 
 import minigrad as mg
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))   # (when imported by a test)
-from rounds import interleave, quartiles, ratio_fields  # noqa: E402
+from rounds import CLOCK_NAME, clock, interleave, quartiles, ratio_fields  # noqa: E402
 
 
 def chain_minigrad(n_ops: int) -> float:
     x = mg.create_leaf(np.linspace(-1.0, 1.0, 4), requires_grad=True)
     b = mg.create_leaf(np.full(4, 0.1), requires_grad=True)
     w = mg.create_leaf(np.full(4, 0.9), requires_grad=True)
-    start = time.perf_counter()
+    start = clock()
     h = x
     for _ in range(n_ops // 3):
         h = (h + b) * w
         h = h.tanh()
     h.sum().backward()
-    return time.perf_counter() - start
+    return clock() - start
 
 
 def aot_runner(n_ops: int):
@@ -56,9 +55,9 @@ def aot_runner(n_ops: int):
     data = x.data
 
     def run(_n_ops: int) -> float:
-        start = time.perf_counter()
+        start = clock()
         executor.run(data)
-        return time.perf_counter() - start
+        return clock() - start
     return run
 
 
@@ -67,24 +66,24 @@ def chain_torch(n_ops: int) -> float:
     x = torch.linspace(-1.0, 1.0, 4, dtype=torch.float64, requires_grad=True)
     b = torch.full((4,), 0.1, dtype=torch.float64, requires_grad=True)
     w = torch.full((4,), 0.9, dtype=torch.float64, requires_grad=True)
-    start = time.perf_counter()
+    start = clock()
     h = x
     for _ in range(n_ops // 3):
         h = (h + b) * w
         h = h.tanh()
     h.sum().backward()
-    return time.perf_counter() - start
+    return clock() - start
 
 
 def chain_numpy_forward(n_ops: int) -> float:
     x, b, w = np.linspace(-1.0, 1.0, 4), np.full(4, 0.1), np.full(4, 0.9)
-    start = time.perf_counter()
+    start = clock()
     h = x
     for _ in range(n_ops // 3):
         h = (h + b) * w
         h = np.tanh(h)
     h.sum()
-    return time.perf_counter() - start
+    return clock() - start
 
 
 def main() -> None:
@@ -108,7 +107,7 @@ def main() -> None:
     times = interleave(runs, args.repeats)
     us = {name: quartiles(t)[1] / (3 * (n // 3)) * 1e6 for name, t in times.items()}
     ours, ahead, floor = us["minigrad"], us["aot"], us["floor"]
-    spread = f"rounds={args.repeats}"
+    spread = f"rounds={args.repeats} clock={CLOCK_NAME}"
     if "torch" not in runs:
         print(f"chain fwd+bwd us/op: minigrad={ours:.2f} torch=n/a (not installed) "
               f"numpy_fwd_floor={floor:.2f} "

@@ -37,7 +37,7 @@ import numpy as np  # noqa: E402
 import minigrad as mg  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))   # (when imported by a test)
-from rounds import PEER_LOOP, Peer, interleave, quartiles, ratio_fields, timed  # noqa: E402
+from rounds import CLOCK_NAME, PEER_LOOP, Peer, interleave, quartiles, ratio_fields, timed  # noqa: E402
 
 SIZES = [784, 256, 128, 10]
 BATCH = 128
@@ -174,7 +174,7 @@ def main() -> None:
             f"minigrad_arena_copied={ms['arena_copied']:.3f} {ratio('arena_copied')} "
             f"minigrad_aot={ms['aot']:.3f} {ratio('aot')}")
     line += f" torch={ms['torch']:.3f} {ratio('torch')}" if torch is not None else " torch=n/a"
-    print(f"{line} rounds={args.rounds} steps_per_round={per_round}")
+    print(f"{line} rounds={args.rounds} steps_per_round={per_round} clock={CLOCK_NAME}")
 
 
 if __name__ == "__main__":

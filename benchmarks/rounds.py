@@ -7,15 +7,25 @@ always goes first), and a ratio is taken within each round, between two runs tha
 load. A benchmark prints the median of those per-round ratios and its quartiles: the spread a
 reader should expect when running it again.
 
+The clock is the CPU time of the thread doing the work (time.thread_time), not the wall clock:
+on a shared machine the wall clock also counts the slices other processes take, and those land
+harder on a 20 ms run than on a 300 ms one, which tilts a ratio of the two. Each engine runs in
+one thread (BLAS and torch are set to one). MINIGRAD_BENCH_CLOCK=wall asks for the wall clock.
+
     times = interleave({"ours": timed(step, x), "floor": timed(floor_step, x)}, rounds=20)
     ratio_fields("ratio", times["ours"], times["floor"])   # 'ratio=1.04 ratio_q1=1.01 ratio_q3=1.08'
 """
 from __future__ import annotations
 
 import json
+import os
 import statistics
 import subprocess
 import time
+
+WALL = os.environ.get("MINIGRAD_BENCH_CLOCK", "cpu") == "wall"
+clock = time.perf_counter if WALL else time.thread_time   # what every benchmark times with
+CLOCK_NAME = "wall" if WALL else "cpu"
 
 
 def interleave(runs: dict, rounds: int) -> dict:
@@ -35,9 +45,9 @@ def timed(step, *args, repeat: int = 1):
     def run() -> float:
         samples = []
         for _ in range(repeat):
-            start = time.perf_counter()
+            start = clock()
             step(*args)
-            samples.append(time.perf_counter() - start)
+            samples.append(clock() - start)
         return statistics.median(samples)
     return run
 
@@ -87,12 +97,14 @@ class Peer:
 
 # The peer's side of the protocol, appended to a reference script that defines step().
 PEER_LOOP = r"""
-import json as _json, statistics as _statistics, sys as _sys, time as _time
+import json as _json, os as _os, statistics as _statistics, sys as _sys, time as _time
+_clock = (_time.perf_counter if _os.environ.get("MINIGRAD_BENCH_CLOCK", "cpu") == "wall"
+          else _time.thread_time)   # (as rounds.clock)
 def _serve(hello):
     print(_json.dumps(hello), flush=True)
     for line in _sys.stdin:
         times = []
         for _ in range(int(line)):
-            t = _time.perf_counter(); step(); times.append(_time.perf_counter() - t)
+            t = _clock(); step(); times.append(_clock() - t)
         print(_json.dumps({"ms": _statistics.median(times) * 1e3}), flush=True)
 """

@@ -28,7 +28,6 @@ import gc
 import operator
 import os
 import sys
-import time
 
 import numpy as np
 
@@ -36,7 +35,7 @@ import minigrad as mg
 from minigrad.tape import Tape, TensorTape
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))   # (when imported by a test)
-from rounds import interleave, quartiles, ratio_fields  # noqa: E402
+from rounds import CLOCK_NAME, clock, interleave, quartiles, ratio_fields  # noqa: E402
 
 SIZES = [2, 16, 16, 1]
 N_POINTS, LR, ALPHA = 32, 0.05, 1e-4
@@ -145,9 +144,9 @@ def step_runs(steps: dict, weights, xs, ys) -> dict:
     def run(step):
         def one() -> float:
             w = list(weights)             # every step starts from the same weights
-            start = time.perf_counter()
+            start = clock()
             step(w, xs, ys)
-            return time.perf_counter() - start
+            return clock() - start
         return one
     return {name: run(step) for name, step in steps.items()}
 
@@ -209,7 +208,7 @@ def main(argv=None) -> None:
     print(f"tape step ms: micrograd={m:.1f} eager={e:.1f} tape={t:.1f} "
           f"{ratio_fields('speedup', times['micrograd'], times['tape'], digits=1)} "
           f"{ratio_fields('eager_to_micrograd', times['eager'], times['micrograd'])} "
-          f"rounds={args.repeats}")
+          f"rounds={args.repeats} clock={CLOCK_NAME}")
     print(f"tape fast path vs plain (apply + backward(plain=True)): plain={p:.1f} ms "
           f"fast={t:.1f} ms "
           f"{ratio_fields('ratio', times['tape_plain'], times['tape'], digits=1)}")
