@@ -140,10 +140,16 @@ def eager_step(weights: list, xs, ys) -> float:
 
 # -- measuring ---------------------------------------------------------------------------------
 def step_runs(steps: dict, weights, xs, ys) -> dict:
-    """Runs for rounds.interleave: each times one step from the same starting weights."""
+    """Runs for rounds.interleave: each times one step from the same starting weights.
+
+    micrograd's values form reference cycles (each keeps a closure over itself), which only the
+    garbage collector frees, whenever it next runs: often in another engine's turn. So the heap
+    is collected, untimed, before each turn. That leaves part of micrograd's own collection
+    untimed: its figure is, if anything, flattered."""
     def run(step):
         def one() -> float:
             w = list(weights)             # every step starts from the same weights
+            gc.collect()                  # (untimed) the last engine's cycles are not this one's
             start = clock()
             step(w, xs, ys)
             return clock() - start
