@@ -246,7 +246,7 @@ def _take(owner: np.ndarray, unaliased: bool) -> ArrayLock:
 
 def _unlock(entry: _Held) -> None:
     """The last holder of a lock let go (weakref callback): set the array's flag back."""
-    if _table is None:   # interpreter shutdown
+    if _table is None or _held is None:   # interpreter shutdown
         return
     with _table:
         if _held.get(id(entry.array)) is entry:   # (not handed over to a newer lock)
