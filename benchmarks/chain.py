@@ -86,11 +86,11 @@ def chain_numpy_forward(n_ops: int) -> float:
     return clock() - start
 
 
-def main() -> None:
+def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ops", type=int, default=1000)
     parser.add_argument("--repeats", type=int, default=30, help="rounds: one chain per engine each")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     mg.set_debug(False)
     n = args.ops
     runs = {"floor": lambda: chain_numpy_forward(n), "minigrad": lambda: chain_minigrad(n),

@@ -143,11 +143,11 @@ def torch_peer() -> Peer | None:
     return Peer([sys.executable, "-c", TORCH_SCRIPT], env=os.environ.copy())
 
 
-def main() -> None:
+def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=200)
     parser.add_argument("--rounds", type=int, default=20)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     mg.set_debug(False)
     x, y = make_data()
     params = numpy_params()
