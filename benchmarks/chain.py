@@ -2,11 +2,11 @@
 
 Forward + backward, in microseconds per op: the engines take turns, one chain each per round
 (see rounds.py), and each ratio is the median of per-round ratios with its quartiles. The arrays
-are tiny on purpose: what is measured is the engine's bookkeeping, not numpy's arithmetic. torch runs the same chain
-in the same process when it is installed (`pip install -e .[bench]`); the numpy forward of the
-chain (no autograd at all) is printed as the floor either way. A second line times the same chain
-ahead of time (minigrad.aot): captured and derived once, then forward + backward run by the
-compiled plan, against eager minigrad and torch from the same run.
+are tiny on purpose: what is measured is the engine's bookkeeping, not numpy's arithmetic. torch
+runs the same chain in the same process when it is installed (`pip install -e .[bench]`); the
+numpy forward of the chain (no autograd at all) is printed as the floor either way. A second
+line times the same chain ahead of time (minigrad.aot): captured and derived once, then forward
++ backward run by the compiled plan, against eager minigrad and torch from the same run.
 
     python benchmarks/chain.py [--ops 1000] [--repeats 30]
 """

@@ -37,7 +37,8 @@ import numpy as np  # noqa: E402
 import minigrad as mg  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))   # (when imported by a test)
-from rounds import CLOCK_NAME, PEER_LOOP, Peer, interleave, quartiles, ratio_fields, timed  # noqa: E402
+from rounds import (CLOCK_NAME, PEER_LOOP, Peer, interleave, quartiles,  # noqa: E402
+                    ratio_fields, timed)
 
 SIZES = [784, 256, 128, 10]
 BATCH = 128

@@ -13,7 +13,7 @@ harder on a 20 ms run than on a 300 ms one, which tilts a ratio of the two. Each
 one thread (BLAS and torch are set to one). MINIGRAD_BENCH_CLOCK=wall asks for the wall clock.
 
     times = interleave({"ours": timed(step, x), "floor": timed(floor_step, x)}, rounds=20)
-    ratio_fields("ratio", times["ours"], times["floor"])   # 'ratio=1.04 ratio_q1=1.01 ratio_q3=1.08'
+    ratio_fields("ratio", times["ours"], times["floor"])   # 'ratio=1.04 ratio_q1=1.01 ...'
 """
 from __future__ import annotations
 

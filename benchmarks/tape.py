@@ -210,7 +210,8 @@ def main(argv=None) -> None:
     times = interleave(step_runs(steps, weights, xs, ys), args.repeats)
     nan = [float("nan")] * args.repeats
     times.setdefault("micrograd", nan)
-    m, e, t, p = (quartiles(times[k])[1] * 1e3 for k in ("micrograd", "eager", "tape", "tape_plain"))
+    m, e, t, p = (quartiles(times[k])[1] * 1e3
+                  for k in ("micrograd", "eager", "tape", "tape_plain"))
     print(f"tape step ms: micrograd={m:.1f} eager={e:.1f} tape={t:.1f} "
           f"{ratio_fields('speedup', times['micrograd'], times['tape'], digits=1)} "
           f"{ratio_fields('eager_to_micrograd', times['eager'], times['micrograd'])} "

@@ -42,7 +42,8 @@ import numpy as np  # noqa: E402
 import minigrad as mg  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))   # (when imported by a test)
-from rounds import CLOCK_NAME, PEER_LOOP, Peer, interleave, quartiles, ratio_fields, timed  # noqa: E402
+from rounds import (CLOCK_NAME, PEER_LOOP, Peer, interleave, quartiles,  # noqa: E402
+                    ratio_fields, timed)
 
 SIZES = dict(vocab=64, dim=64, n_layers=2, n_heads=4, hidden=128)
 MOE_SIZES = dict(vocab=64, dim=64, n_layers=2, n_heads=4, hidden=64, n_experts=4, k=2)
@@ -256,7 +257,8 @@ def main(argv=None) -> None:
               + ")")
     else:
         print(f"{line} torch={ms['torch']:.2f} "
-              f"{ratio_fields('ratio_eager_torch', times['eager'], times['torch'])} (target <= 1.5) "
+              f"{ratio_fields('ratio_eager_torch', times['eager'], times['torch'])} "
+              f"(target <= 1.5) "
               f"{ratio_fields('ratio_aot_torch', times['aot'], times['torch'])} (target <= 1.2) "
               f"rounds={args.rounds} clock={CLOCK_NAME}")
         print(f"{losses} torch={torch.first_loss:.6f}")

@@ -144,7 +144,7 @@ def in_live_graph(array: np.ndarray) -> bool:
 
 
 class SavedGuard:
-    """One node's guarded arrays: the locks it holds, and (array, bytes) snapshots for the others."""
+    """One node's guarded arrays: the locks it holds, (array, bytes) snapshots for the others."""
 
     __slots__ = ("locks", "snapshots")
 

@@ -66,4 +66,5 @@ def test_mlp_benchmark_prints_its_line_with_the_spread(capsys):
     assert re.search(rf"^mlp step ms: floor={n} minigrad_heap={n} minigrad_arena={n} "
                      rf"ratio_heap={n} ratio_heap_q1={n} ratio_heap_q3={n} ratio_arena={n} "
                      rf"ratio_arena_q1={n} ratio_arena_q3={n} ", out, re.M), out
-    assert re.search(r" (torch=n/a|ratio_torch=\S+ ratio_torch_q1=\S+ ratio_torch_q3=\S+) ", out), out
+    assert re.search(r" (torch=n/a|ratio_torch=\S+ ratio_torch_q1=\S+ ratio_torch_q3=\S+) ", out), \
+        out
