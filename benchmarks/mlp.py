@@ -10,13 +10,16 @@ Measured side by side in one run, one BLAS thread each:
                   step runs the compiled plan (the batch is copied into its input buffer), then
                   the same SGD update as the floor
   torch           the same step in torch, in a separate process (torch's and OpenBLAS's
-                  thread pools fight when they share one), when torch is installed
+                  thread pools fight when they share one) that takes its turn with the others,
+                  when torch is installed
 The floor and torch read the batch where it is (torch through torch.from_numpy), so heap and
 arena do too: create_leaf(x, copy=False). The copied variant shows what placing the batch on
 the arena costs (one 400 KB copy per step). Inputs are random (the shapes are what matters
-here). Medians over repeats, in milliseconds; ratios are against the floor of this run.
+here). The runs take turns in rounds (see rounds.py), each a median of --steps/--rounds steps;
+times are medians over rounds, in milliseconds, and each ratio against the floor is the median
+of the per-round ratios, with its quartiles.
 
-    python benchmarks/mlp.py [--steps 200]
+    python benchmarks/mlp.py [--steps 200] [--rounds 20]
 """
 from __future__ import annotations
 
@@ -27,14 +30,15 @@ for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
 
 import argparse  # noqa: E402
 import contextlib  # noqa: E402
-import statistics  # noqa: E402
-import subprocess  # noqa: E402
 import sys  # noqa: E402
-import time  # noqa: E402
 
 import numpy as np  # noqa: E402
 
 import minigrad as mg  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))   # (when imported by a test)
+from rounds import (CLOCK_NAME, PEER_LOOP, Peer, interleave, quartiles,  # noqa: E402
+                    ratio_fields, timed)
 
 SIZES = [784, 256, 128, 10]
 BATCH = 128
@@ -111,22 +115,10 @@ def aot_runner():
     return step
 
 
-def median_ms(step, x, y, steps: int) -> float:
-    for _ in range(10):
-        step(x, y)
-    times = []
-    for _ in range(steps):
-        start = time.perf_counter()
-        step(x, y)
-        times.append(time.perf_counter() - start)
-    return statistics.median(times) * 1e3
-
-
 TORCH_SCRIPT = r"""
-import statistics, sys, time
+import sys
 import numpy as np, torch
 torch.set_num_threads(1)
-steps = int(sys.argv[1])
 rng = np.random.default_rng(0)
 x = torch.from_numpy(rng.standard_normal((128, 784)).astype(np.float32))   # shared, no copy
 y = torch.from_numpy(rng.integers(0, 10, 128))
@@ -141,51 +133,49 @@ def step():
     return loss.item()
 for _ in range(10):
     step()
-times = []
-for _ in range(steps):
-    t = time.perf_counter(); step(); times.append(time.perf_counter() - t)
-print(statistics.median(times) * 1e3)
-"""
+""" + PEER_LOOP + "_serve({})\n"
 
 
-def torch_ms(steps: int) -> float | None:
-    try:
-        import importlib.util
-        if importlib.util.find_spec("torch") is None:
-            return None
-    except ImportError:
+def torch_peer() -> Peer | None:
+    """The torch step in its own process (see rounds.Peer), or None when torch is missing."""
+    import importlib.util
+    if importlib.util.find_spec("torch") is None:
         return None
-    out = subprocess.run([sys.executable, "-c", TORCH_SCRIPT, str(steps)], capture_output=True,
-                         text=True, env=os.environ.copy(), check=True)
-    return float(out.stdout.strip())
+    return Peer([sys.executable, "-c", TORCH_SCRIPT], env=os.environ.copy())
 
 
-def main() -> None:
+def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=200)
-    args = parser.parse_args()
+    parser.add_argument("--rounds", type=int, default=20)
+    args = parser.parse_args(argv)
     mg.set_debug(False)
     x, y = make_data()
     params = numpy_params()
-    runs = {"floor": lambda a, b: numpy_step(params, a, b), "heap": minigrad_runner(False),
-            "arena": minigrad_runner(True), "arena_copied": minigrad_runner(True, True), "aot": aot_runner()}
-    # Interleave the runs so that a slow patch of the machine hits them alike.
-    times = {name: [] for name in runs}
-    for _ in range(5):
-        for name, step in runs.items():
-            times[name].append(median_ms(step, x, y, args.steps // 5))
-    ms = {name: statistics.median(t) for name, t in times.items()}
-    floor = ms["floor"]
-    line = (f"mlp step ms: floor={floor:.3f} minigrad_heap={ms['heap']:.3f} "
-            f"minigrad_arena={ms['arena']:.3f} ratio_heap={ms['heap'] / floor:.3f} "
-            f"ratio_arena={ms['arena'] / floor:.3f} "
-            f"minigrad_arena_copied={ms['arena_copied']:.3f} "
-            f"ratio_arena_copied={ms['arena_copied'] / floor:.3f} "
-            f"minigrad_aot={ms['aot']:.3f} ratio_aot={ms['aot'] / floor:.3f}")
-    theirs = torch_ms(args.steps)
-    line += (f" torch={theirs:.3f} ratio_torch={theirs / floor:.3f}" if theirs is not None
-             else " torch=n/a")
-    print(line)
+    steps = {"floor": lambda a, b: numpy_step(params, a, b), "heap": minigrad_runner(False),
+             "arena": minigrad_runner(True), "arena_copied": minigrad_runner(True, True),
+             "aot": aot_runner()}
+    per_round = max(1, args.steps // args.rounds)
+    runs = {name: timed(step, x, y, repeat=per_round) for name, step in steps.items()}
+    for step in steps.values():
+        for _ in range(10):
+            step(x, y)   # warm up caches and allocators
+    torch = torch_peer()
+    if torch is not None:
+        runs["torch"] = lambda: torch.round(per_round)
+    times = interleave(runs, args.rounds)   # a slow patch of the machine hits all runs alike
+    if torch is not None:
+        torch.close()
+    ms = {name: quartiles(t)[1] * 1e3 for name, t in times.items()}
+
+    def ratio(name):
+        return ratio_fields(f"ratio_{name}", times[name], times["floor"], digits=3)
+    line = (f"mlp step ms: floor={ms['floor']:.3f} minigrad_heap={ms['heap']:.3f} "
+            f"minigrad_arena={ms['arena']:.3f} {ratio('heap')} {ratio('arena')} "
+            f"minigrad_arena_copied={ms['arena_copied']:.3f} {ratio('arena_copied')} "
+            f"minigrad_aot={ms['aot']:.3f} {ratio('aot')}")
+    line += f" torch={ms['torch']:.3f} {ratio('torch')}" if torch is not None else " torch=n/a"
+    print(f"{line} rounds={args.rounds} steps_per_round={per_round} clock={CLOCK_NAME}")
 
 
 if __name__ == "__main__":

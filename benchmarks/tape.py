@@ -14,8 +14,8 @@ same initial weights, same loss on
              so that the fast path's trick is seen to pay
 
 The three engines compute the same loss and gradients (checked before timing). Medians over
-repeats, in milliseconds, the engines taking turns; the ratio is against micrograd measured in
-the same run. Then the
+rounds, in milliseconds: the engines take turns, one step each per round (see rounds.py), and
+each ratio is the median of the per-round ratios, with its quartiles. Then the
 memory of TensorTape: the pool's peak during one backward with use-count freeing, against keeping
 everything (retain=True).
 
@@ -26,14 +26,16 @@ from __future__ import annotations
 import argparse
 import gc
 import operator
-import statistics
+import os
 import sys
-import time
 
 import numpy as np
 
 import minigrad as mg
 from minigrad.tape import Tape, TensorTape
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))   # (when imported by a test)
+from rounds import CLOCK_NAME, clock, interleave, quartiles, ratio_fields  # noqa: E402
 
 SIZES = [2, 16, 16, 1]
 N_POINTS, LR, ALPHA = 32, 0.05, 1e-4
@@ -137,20 +139,22 @@ def eager_step(weights: list, xs, ys) -> float:
 
 
 # -- measuring ---------------------------------------------------------------------------------
-def median_ms(steps: dict, weights, xs, ys, repeats: int, every: dict) -> dict:
-    """Median step time of each engine, in ms. The engines take turns, one step each per round,
-    so that a change in the machine's load hits all of them alike; engine k runs only every
-    every[k]-th round (the slow ones)."""
-    times = {name: [] for name in steps}
-    for round_ in range(repeats):
-        for name, step in steps.items():
-            if round_ % every.get(name, 1):
-                continue
+def step_runs(steps: dict, weights, xs, ys) -> dict:
+    """Runs for rounds.interleave: each times one step from the same starting weights.
+
+    micrograd's values form reference cycles (each keeps a closure over itself), which only the
+    garbage collector frees, whenever it next runs: often in another engine's turn. So the heap
+    is collected, untimed, before each turn. That leaves part of micrograd's own collection
+    untimed: its figure is, if anything, flattered."""
+    def run(step):
+        def one() -> float:
             w = list(weights)             # every step starts from the same weights
-            start = time.perf_counter()
+            gc.collect()                  # (untimed) the last engine's cycles are not this one's
+            start = clock()
             step(w, xs, ys)
-            times[name].append((time.perf_counter() - start) * 1e3)
-    return {name: statistics.median(t) for name, t in times.items()}
+            return clock() - start
+        return one
+    return {name: run(step) for name, step in steps.items()}
 
 
 def check_same_step(weights, xs, ys, have_micrograd: bool) -> None:
@@ -203,12 +207,18 @@ def main(argv=None) -> None:
              "eager": eager_step}
     if have_micrograd:
         steps["micrograd"] = micrograd_step
-    figures = median_ms(steps, weights, xs, ys, args.repeats, every={"eager": 3, "tape_plain": 3})
-    figures.setdefault("micrograd", float("nan"))
-    m, e, t, p = (figures[k] for k in ("micrograd", "eager", "tape", "tape_plain"))
-    print(f"tape step ms: micrograd={m:.1f} eager={e:.1f} tape={t:.1f} speedup={m / t:.1f}")
+    times = interleave(step_runs(steps, weights, xs, ys), args.repeats)
+    nan = [float("nan")] * args.repeats
+    times.setdefault("micrograd", nan)
+    m, e, t, p = (quartiles(times[k])[1] * 1e3
+                  for k in ("micrograd", "eager", "tape", "tape_plain"))
+    print(f"tape step ms: micrograd={m:.1f} eager={e:.1f} tape={t:.1f} "
+          f"{ratio_fields('speedup', times['micrograd'], times['tape'], digits=1)} "
+          f"{ratio_fields('eager_to_micrograd', times['eager'], times['micrograd'])} "
+          f"rounds={args.repeats} clock={CLOCK_NAME}")
     print(f"tape fast path vs plain (apply + backward(plain=True)): plain={p:.1f} ms "
-          f"fast={t:.1f} ms ratio={p / t:.1f}")
+          f"fast={t:.1f} ms "
+          f"{ratio_fields('ratio', times['tape_plain'], times['tape'], digits=1)}")
     print(f"tape ops per step: {len(tape.instrs)} instructions, {len(tape.values)} slots "
           f"(gc was {'on' if gc.isenabled() else 'off'})")
     freed, kept = tensor_tape_peaks()

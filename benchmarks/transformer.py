@@ -12,15 +12,17 @@ Measured side by side in one run, one BLAS thread each:
           attention, SwiGLU, cross-entropy), from the same initial parameters, in torch 2.13 CPU,
           in a separate process (torch's and OpenBLAS's thread pools fight when they share one),
           asked for one round of steps at a time so that the three runs are interleaved
-The first loss of each is printed: they must agree (same model, same data). Medians over
-repeats, in milliseconds, and the ratios eager/torch and aot/torch (targets: <= 1.5 and <= 1.2).
+The first loss of each is printed: they must agree (same model, same data). The runs take turns
+in rounds (see rounds.py), each a median of --steps/--rounds steps; times are medians over rounds,
+in milliseconds, and the ratios eager/torch and aot/torch (targets: <= 1.5 and <= 1.2) are
+medians of per-round ratios, with their quartiles.
 Then the aot memory plan of the step: peak activation bytes under save-all, and under
 recompute of the norms, rope and swiglu outputs (re-run in backward instead of kept).
 
 torch is looked up in this interpreter, or in the one given with --torch-python; without it
 the torch column is skipped with a message (torch is never a dependency of minigrad).
 
-    python benchmarks/transformer.py [--steps 100] [--moe] [--torch-python PATH]
+    python benchmarks/transformer.py [--steps 100] [--rounds 10] [--moe] [--torch-python PATH]
 """
 from __future__ import annotations
 
@@ -31,15 +33,17 @@ for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
 
 import argparse  # noqa: E402
 import json  # noqa: E402
-import statistics  # noqa: E402
 import subprocess  # noqa: E402
 import sys  # noqa: E402
 import tempfile  # noqa: E402
-import time  # noqa: E402
 
 import numpy as np  # noqa: E402
 
 import minigrad as mg  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))   # (when imported by a test)
+from rounds import (CLOCK_NAME, PEER_LOOP, Peer, interleave, quartiles,  # noqa: E402
+                    ratio_fields, timed)
 
 SIZES = dict(vocab=64, dim=64, n_layers=2, n_heads=4, hidden=128)
 MOE_SIZES = dict(vocab=64, dim=64, n_layers=2, n_heads=4, hidden=64, n_experts=4, k=2)
@@ -91,17 +95,8 @@ def aot_runner(sizes: dict):
     return step
 
 
-def median_ms(step, ids, targets, steps: int) -> float:
-    times = []
-    for _ in range(steps):
-        start = time.perf_counter()
-        step(ids, targets)
-        times.append(time.perf_counter() - start)
-    return statistics.median(times) * 1e3
-
-
 TORCH_SCRIPT = r"""
-import json, statistics, sys, time
+import json, sys
 import numpy as np, torch
 import torch.nn.functional as F
 torch.set_num_threads(1)
@@ -156,15 +151,10 @@ def step():
             p.grad = None
     return loss.item()
 
-print(json.dumps({"first_loss": step()}), flush=True)
+first_loss = step()
 for _ in range(5):
     step()
-for line in sys.stdin:                 # one round per request: the parent interleaves the runs
-    times = []
-    for _ in range(int(line)):
-        t = time.perf_counter(); step(); times.append(time.perf_counter() - t)
-    print(json.dumps({"ms": statistics.median(times) * 1e3}), flush=True)
-"""
+""" + PEER_LOOP + "_serve({'first_loss': first_loss})\n"   # one round per request (rounds.Peer)
 
 
 def torch_python(given: str | None) -> str | None:
@@ -175,9 +165,9 @@ def torch_python(given: str | None) -> str | None:
     return python if probe.returncode == 0 else None
 
 
-class TorchReference:
-    """The torch process: started with the same initial parameters and data as eager and aot;
-    `first_loss`, then `round(steps)` times `steps` steps and gives their median in ms."""
+class TorchReference(Peer):
+    """The torch process (rounds.Peer): started with the same initial parameters and data as
+    eager and aot; `first_loss`, then `round(steps)` gives the median of `steps` steps."""
 
     def __init__(self, python: str, sizes: dict):
         model = mg.nn.TinyTransformer(**sizes, seed=0)     # the same initial values as eager, aot
@@ -187,26 +177,12 @@ class TorchReference:
         self._tmp = tempfile.TemporaryDirectory()
         path = os.path.join(self._tmp.name, "model.npz")
         np.savez(path, **arrays)
-        command = [python, "-c", TORCH_SCRIPT, path, str(LR), json.dumps(sizes)]
-        self.process = subprocess.Popen(command,
-                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                        stderr=subprocess.PIPE, text=True, env=os.environ.copy())
-        self.first_loss = self._answer()["first_loss"]
-
-    def _answer(self) -> dict:
-        line = self.process.stdout.readline()
-        if not line:
-            raise RuntimeError(f"the torch reference failed:\n{self.process.stderr.read()}")
-        return json.loads(line)
-
-    def round(self, steps: int) -> float:
-        self.process.stdin.write(f"{steps}\n")
-        self.process.stdin.flush()
-        return self._answer()["ms"]
+        super().__init__([python, "-c", TORCH_SCRIPT, path, str(LR), json.dumps(sizes)],
+                         env=os.environ.copy())
+        self.first_loss = self.hello["first_loss"]
 
     def close(self) -> None:
-        self.process.stdin.close()
-        self.process.wait()
+        super().close()
         self._tmp.cleanup()
 
 
@@ -239,6 +215,7 @@ def same_loss(a: float, b: float) -> bool:
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=100)
+    parser.add_argument("--rounds", type=int, default=10)
     parser.add_argument("--moe", action="store_true", help="MoE MLPs (no torch reference)")
     parser.add_argument("--torch-python", default=None,
                         help="a Python interpreter with torch 2.13 (default: this one)")
@@ -259,20 +236,18 @@ def main(argv=None) -> None:
     for step in runs.values():
         for _ in range(5):
             step(ids, targets)
-    # Interleave the runs (torch's process too) so that a slow patch of the machine hits them alike.
-    per_round = max(1, args.steps // 5)
-    times = {name: [] for name in [*runs, *(["torch"] if torch else [])]}
-    for _ in range(5):
-        for name, step in runs.items():
-            times[name].append(median_ms(step, ids, targets, per_round))
-        if torch is not None:
-            times["torch"].append(torch.round(per_round))
+    # The runs take turns (torch's process too) so that a slow patch of the machine hits them alike.
+    per_round = max(1, args.steps // args.rounds)
+    runs = {name: timed(step, ids, targets, repeat=per_round) for name, step in runs.items()}
+    if torch is not None:
+        runs["torch"] = lambda: torch.round(per_round)
+    times = interleave(runs, args.rounds)
     if torch is not None:
         torch.close()
-    ms = {name: statistics.median(t) for name, t in times.items()}
+    ms = {name: quartiles(t)[1] * 1e3 for name, t in times.items()}
     print(f"{label} sizes: {sizes} batch={BATCH} seq={SEQ} float32, one BLAS thread")
     line = (f"{label} step ms: eager={ms['eager']:.2f} aot={ms['aot']:.2f} "
-            f"ratio_eager_aot={ms['eager'] / ms['aot']:.2f}")
+            f"{ratio_fields('ratio_eager_aot', times['eager'], times['aot'])}")
     losses = f"first loss: eager={first['eager']:.6f} aot={first['aot']:.6f}"
     if torch is None:
         print(line)
@@ -281,8 +256,11 @@ def main(argv=None) -> None:
               "torch is not installed here; pip install torch==2.13.0, or pass --torch-python")
               + ")")
     else:
-        print(f"{line} torch={ms['torch']:.2f} ratio_eager_torch={ms['eager'] / ms['torch']:.2f} "
-              f"(target <= 1.5) ratio_aot_torch={ms['aot'] / ms['torch']:.2f} (target <= 1.2)")
+        print(f"{line} torch={ms['torch']:.2f} "
+              f"{ratio_fields('ratio_eager_torch', times['eager'], times['torch'])} "
+              f"(target <= 1.5) "
+              f"{ratio_fields('ratio_aot_torch', times['aot'], times['torch'])} (target <= 1.2) "
+              f"rounds={args.rounds} clock={CLOCK_NAME}")
         print(f"{losses} torch={torch.first_loss:.6f}")
     plan = plan_bytes(sizes)
     print(f"{label} aot plan peak bytes: save_all={plan['save_all_peak']:,} "

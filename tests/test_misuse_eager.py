@@ -126,6 +126,28 @@ def test_unaliased_parameter_is_locked_without_a_copy():
     w.data[0] = 5.0                                    # consumed: writable again
 
 
+@pytest.mark.parametrize("where", ["arena", "pool"])
+def test_unaliased_parameter_on_an_allocator_is_locked_without_a_copy(where):
+    # The same cost rule for a parameter whose memory is an allocator's: its views refer to it
+    # (not to the allocator's buffer), so its reference count proves that none exists.
+    allocator = mg.Arena("perm-lock", 1 << 14) if where == "arena" else mg.Pool("perm-lock")
+    w = param([1.0, 2.0, 3.0], name="w", arena=allocator)
+    assert w.data[1:].base is w.data
+    loss = (w * mg.create_leaf(np.ones(3))).sum()
+    assert guard_of(loss.grad_fn.inputs[0]).snapshots == ()
+    with pytest.raises(ValueError):
+        w.data[0] = 5.0
+    loss.backward()
+    np.testing.assert_allclose(w.grad, [1.0, 1.0, 1.0])
+    w.data[0] = 5.0                                    # consumed: writable again
+    alias = w.data[:]                                  # a view made before the next forward
+    loss = (w * mg.create_leaf(np.ones(3))).sum()
+    assert len(guard_of(loss.grad_fn.inputs[0]).snapshots) == 1
+    alias[0] = 7.0
+    with pytest.raises(errors.InplaceError, match="'w'"):
+        loss.backward()
+
+
 def test_batch_held_by_name_gets_a_snapshot_and_is_writable_after_backward():
     batch = np.ones((3, 2))
     W = param(np.ones((2, 1)))
@@ -219,6 +241,31 @@ def test_threads_sharing_one_copy_false_array_keep_the_lock_table_consistent():
             t.join()
     assert failures == []
     assert shared.flags.writeable                      # every lock was given back
+
+
+def test_a_lock_taken_in_the_window_before_the_last_one_ends_hands_the_flag_over():
+    # Another thread can take an array's lock between its last holder letting go and that lock's
+    # unlock running: the new lock must keep the array read-only (the old unlock leaves it alone)
+    # and give back the flag the array had before the first lock. The window is made by hand.
+    from minigrad import readonly
+    w = param([1.0, 2.0], name="w")
+    array = w.data
+    first = readonly._take(array, True)
+    assert not array.flags.writeable
+    ending = readonly.ArrayLock()                    # a lock whose unlock has not run yet
+    window = readonly._Held(ending, None)
+    window.array, window.was_writeable, window.enough = array, True, True
+    readonly._held[id(array)] = window
+    del first                                          # its unlock finds itself replaced
+    assert not array.flags.writeable
+    del ending                                         # dead, still listed: the window
+    y = w * w                                          # takes the lock over
+    assert readonly._held[id(array)] is not window and not array.flags.writeable
+    with pytest.raises(ValueError):
+        w.data[0] = 5.0
+    y.sum().backward()
+    assert array.flags.writeable and id(array) not in readonly._held
+    np.testing.assert_allclose(w.grad, [2.0, 4.0])
 
 
 # --- Variables that share an allocator's memory go stale with it (item 3) ------------------------

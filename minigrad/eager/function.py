@@ -266,15 +266,15 @@ def _variables_of(inputs: tuple, op_name: str) -> tuple:
 
 def _forward(node, variables: tuple, params: dict) -> np.ndarray:
     """The op's forward on the inputs' arrays; numpy's complaints become the op's shape rule."""
-    # Unary and binary ops take a path without unpacking a list: this is the per-op overhead
-    # every student's loop pays, so it is kept to plain attribute reads.
+    # Unary and binary ops without keywords take a path that builds no argument list (**{}
+    # alone costs a dict): this is the per-op overhead every student's loop pays.
     try:
-        if len(variables) == 1:
-            out = node.forward(node, variables[0]._data, **params)
-        elif len(variables) == 2:
-            out = node.forward(node, variables[0]._data, variables[1]._data, **params)
-        else:
+        if params or len(variables) > 2:
             out = node.forward(node, *[v._data for v in variables], **params)
+        elif len(variables) == 2:
+            out = node.forward(node, variables[0]._data, variables[1]._data)
+        else:
+            out = node.forward(node, variables[0]._data)
     except MinigradError:
         raise
     except (ValueError, IndexError) as exc:   # numpy's word for shapes/axes/indices that don't fit
@@ -289,8 +289,9 @@ def _placed(node, out: np.ndarray, inputs: tuple) -> tuple:
     if last is not None and last[0] is out:          # written in place through ctx.out
         return last
     for v in inputs:                                 # a view of an input (reshape, slicing)
-        if v._block is not None and out.base is not None and out.base is v._data.base \
-                and np.may_share_memory(out, v._data):
+        if v._block is not None and out.base is not None \
+                and (out.base is v._data or out.base is v._data.base) \
+                and np.may_share_memory(out, v._data):   # (a leaf's view points at it)
             return out, v._block
     # The op could not write into the arena directly: copy its result there (ops on the hot
     # path use ctx.out, so this is the fallback, not the rule).

@@ -14,8 +14,10 @@ op bumps), so the guard works in two layers:
    ndarray it is a view of; on an arena, the leaf's own array) is made read-only while the
    graph lives, so a write through it raises at once, at the line that writes. backward
    (release), the end of the node's arena scope, or the garbage collector (the graph was
-   dropped) restores the flag; a count per array, kept under a thread lock, lets several graphs
-   and threads share one array.
+   dropped) restores the flag. Every node that saved an array holds a reference to that array's
+   one ArrayLock, so CPython's reference count counts the holders: taking a held lock again is
+   a dictionary look-up, letting go is dropping a reference, and the last holder's going sets
+   the flag back. Several graphs and threads share one array that way.
 2. The snapshot. A flag on one array does not stop writes through another array on the same
    memory: the array a view points into, a view made before the lock, a bytearray or memory
    map under it, arena memory. Wherever such an alias may exist, the node keeps a copy of the
@@ -36,15 +38,17 @@ from __future__ import annotations
 
 import sys
 import threading
+import weakref
 
 import numpy as np
 
 from ..arena import is_allocator_buffer
 from ..errors import InplaceError
 
-_locks: dict = {}            # id(array) -> [array, count, was_writeable, lock_is_enough]
-# Threads sharing one array update its count one at a time. Re-entrant: the garbage collector
-# may drop another graph (SavedGuard.__del__) while this thread holds the table.
+_held: dict = {}             # id(array) -> _Held: a weak reference to the array's ArrayLock
+# Making and ending locks, one thread at a time (taking a held one needs no thread lock: see
+# _take). Re-entrant: the garbage collector may end another graph's lock while this thread
+# holds the table.
 _table = threading.RLock()
 
 
@@ -81,14 +85,15 @@ def _user_arrays(saved: tuple, inputs: tuple, user: list) -> list:
     of user-writable inputs). (Plain loops: this runs for every op that saves a leaf.)"""
     found = []
     for array in saved:
-        if not isinstance(array, np.ndarray) or _listed(array, found):
+        if not isinstance(array, np.ndarray) or (found and _listed(array, found)):
             continue
         reach = 0
         for d in user:
             if array is d:
                 reach = 2
                 break
-            if _shares(array, d):
+            # (two arrays that each own their memory share none: skip numpy's bounds check)
+            if (array.base is not None or d.base is not None) and np.may_share_memory(array, d):
                 reach = 1
         if reach == 2:
             found.append((array, _extra_references(array, saved, inputs)))
@@ -107,17 +112,12 @@ def _listed(array, found: list) -> bool:
 def _extra_references(array: np.ndarray, saved: tuple, inputs: tuple):
     """sys.getrefcount(array) less the references this node and its inputs hold (None when the
     array is locked already: it was counted at its first lock)."""
-    entry = _locks.get(id(array))
-    if entry is not None and entry[0] is array:
+    held = _held.get(id(array))
+    if held is not None and held.array is array:
         return None
     known = len({id(v) for v in inputs if v._data is array})   # (x * x: one Variable)
     known += sum([s is array for s in saved])
     return sys.getrefcount(array) - known
-
-
-def _shares(a: np.ndarray, b: np.ndarray) -> bool:
-    # (two arrays that each own their memory share none: skip numpy's bounds check)
-    return (a.base is not None or b.base is not None) and np.may_share_memory(a, b)
 
 
 def _probe_overhead() -> int:
@@ -137,45 +137,30 @@ _OVERHEAD = _probe_overhead()
 def in_live_graph(array: np.ndarray) -> bool:
     """Whether a live graph saved array (or the array it views): its backward will read it."""
     for owner in (array, array.base):
-        entry = _locks.get(id(owner))
-        if entry is not None and entry[0] is owner:
+        held = _held.get(id(owner))
+        if held is not None and held.array is owner:
             return True
     return False
 
 
 class SavedGuard:
-    """One node's guarded arrays: locked ones, and (array, bytes) snapshots for the others."""
+    """One node's guarded arrays: the locks it holds, (array, bytes) snapshots for the others."""
 
-    __slots__ = ("arrays", "snapshots")
+    __slots__ = ("locks", "snapshots")
 
     def __init__(self, found: list, inputs: tuple):
-        self.arrays, self.snapshots = (), ()
-        with _table:
-            for array, extra in found:
-                if not self._lock(array, extra is not None and extra <= _OVERHEAD):
-                    self.snapshots += ((array, array.tobytes(), _input_named(array, inputs)),)
-
-    def _lock(self, array: np.ndarray, unaliased: bool) -> bool:
-        """Lock the array that owns array's memory; True when that lock alone is enough.
-
-        The owner is the array itself, the user's ndarray it views, or, on an arena or pool,
-        the array itself again (allocator buffers are never locked). A user's view is not
-        locked itself: its flag could not be restored while its owner is still locked."""
-        base = array.base
-        owner = array if base is None or is_allocator_buffer(base) else base
-        if not isinstance(owner, np.ndarray) or (owner is base and owner.base is not None):
-            return False   # a bytearray, memory map or a view's view under it: the snapshot guards
-        entry = _locks.get(id(owner))
-        if entry is None:
-            writeable = owner.flags.writeable
-            entry = _locks[id(owner)] = [owner, 0, writeable, unaliased and base is None]
-            if writeable:
-                owner.setflags(write=False)   # (setflags: cheaper than .flags.writeable =)
-        entry[1] += 1
-        self.arrays += (owner,)
-        # A lock taken when no alias existed stays enough while it is held: views made since
-        # came from a read-only array. (unaliased only counts for the first lock.)
-        return owner is array and entry[3]
+        self.locks, self.snapshots = (), ()
+        for array, extra in found:
+            owner = array if array.base is None else _owner(array)
+            lock = None if owner is None else _take(owner, extra is not None and extra <= _OVERHEAD
+                                                    and (owner.base is None
+                                                         or _leaf_memory(owner.base)))
+            if lock is not None:
+                self.locks += (lock,)
+            # A lock taken when no alias existed stays enough while it is held: views made since
+            # came from a read-only array. (unaliased only counts for the first lock.)
+            if lock is None or owner is not array or not lock.enough:
+                self.snapshots += ((array, array.tobytes(), _input_named(array, inputs)),)
 
     def check(self, node) -> None:
         """Raise if a saved array changed since forward (a write that went past the lock)."""
@@ -184,23 +169,90 @@ class SavedGuard:
                 raise changed_error(node, array, which)
 
     def release(self) -> None:
-        arrays, self.arrays, self.snapshots = self.arrays, (), ()
-        if _locks is None or _table is None:   # interpreter shutdown
-            return
-        with _table:
-            for array in arrays:
-                entry = _locks.get(id(array))
-                if entry is None or entry[0] is not array:
-                    continue
-                entry[1] -= 1
-                if entry[1] == 0:
-                    del _locks[id(array)]
-                    if entry[2]:
-                        array.setflags(write=True)
+        """Let go of the locks (the last holder of each sets its array's flag back)."""
+        self.locks, self.snapshots = (), ()
 
-    def __del__(self) -> None:   # a graph dropped without backward
-        if self.arrays:
-            self.release()
+
+class ArrayLock:
+    """One array kept read-only: held (referenced) by every node that saved it, alive while any
+    of them is. enough: taken when nothing else referred to the array (see the module doc)."""
+
+    __slots__ = ("enough", "__weakref__")
+
+
+class _Held(weakref.ref):
+    """_held's entry for an array: a weak reference to its lock, and what unlocking needs."""
+
+    __slots__ = ("array", "was_writeable", "enough")
+
+
+def _owner(array: np.ndarray):
+    """The array whose flag guards array's memory: array itself, the user's ndarray it views, or
+    on an arena or pool array itself again (allocator buffers are never locked); None when a
+    bytearray, a memory map or a view's view is under it (then the snapshot guards). A user's
+    view is not locked itself: its flag could not be restored while its owner is still locked."""
+    base = array.base
+    owner = array if base is None or is_allocator_buffer(base) or _leaf_memory(base) else base
+    if not isinstance(owner, np.ndarray) or (owner is base and owner.base is not None):
+        return None
+    return owner
+
+
+def leaf_on_allocator(array: np.ndarray) -> np.ndarray:
+    """A leaf's copy on an arena or pool, remade so that numpy's views of it refer to it.
+
+    numpy points a view at the array that owns the memory, so a view of an allocator array
+    points at the allocator's buffer: the leaf's reference count would not see it, and every
+    node that saves the leaf would need a snapshot (for a layer's weights, a copy and a
+    comparison of the whole matrix each step). numpy stops at an array whose base is not an
+    array: with a memoryview under the leaf, its views refer to it, and the lock alone is
+    enough, as for a parameter on the heap."""
+    return np.asarray(memoryview(array))
+
+
+def _leaf_memory(base) -> bool:
+    """Whether base is the memoryview leaf_on_allocator put under a leaf's allocator memory."""
+    return (type(base) is memoryview and type(base.obj) is np.ndarray
+            and is_allocator_buffer(base.obj.base))
+
+
+def _take(owner: np.ndarray, unaliased: bool) -> ArrayLock:
+    """owner's lock: the one a live node holds (one more reference is one more holder), or a
+    new one that makes owner read-only."""
+    held = _held.get(id(owner))
+    lock = held() if held is not None else None
+    if lock is not None and held.array is owner:   # (a strong reference now: it stays alive)
+        return lock
+    with _table:
+        held = _held.get(id(owner))
+        lock = held() if held is not None else None
+        if lock is not None and held.array is owner:   # another thread made it meanwhile
+            return lock
+        lock = ArrayLock()
+        entry = _Held(lock, _unlock)
+        entry.array = owner
+        if held is not None and held.array is owner:
+            # Its last holder just let go and its _unlock has not run: owner is still read-only
+            # from that lock, which hands its state over (its _unlock then leaves owner alone).
+            entry.was_writeable, entry.enough = held.was_writeable, held.enough
+        else:
+            entry.was_writeable, entry.enough = owner.flags.writeable, unaliased
+            if entry.was_writeable:
+                owner.setflags(write=False)   # (setflags: cheaper than .flags.writeable =)
+        lock.enough = entry.enough
+        _held[id(owner)] = entry
+        return lock
+
+
+def _unlock(entry: _Held) -> None:
+    """The last holder of a lock let go (weakref callback): set the array's flag back."""
+    if _table is None or _held is None:   # interpreter shutdown
+        return
+    with _table:
+        if _held.get(id(entry.array)) is entry:   # (not handed over to a newer lock)
+            del _held[id(entry.array)]
+            if entry.was_writeable:
+                entry.array.setflags(write=True)
 
 
 def _input_named(array: np.ndarray, inputs: tuple) -> str:

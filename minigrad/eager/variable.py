@@ -20,7 +20,7 @@ from ..modes import modes
 from ..names import check_name
 from .guards import (check_leaf_dtype, check_shareable, checked_grad, describe, log_of_base,
                      not_an_array, not_numeric, reshaped_while_saved)
-from .readonly import in_live_graph
+from .readonly import in_live_graph, leaf_on_allocator
 
 OPS: dict = {}   # op name -> Function subclass, filled by minigrad/ops via function.register
 
@@ -383,7 +383,7 @@ def _leaf_on(allocator, array: np.ndarray, requires_grad: bool, name) -> Variabl
     copy, block = allocator._alloc(array.shape, array.dtype, kind, name)
     copy[...] = array
     block.pinned = True   # a leaf outlives the backward that reads it (see Pool use counts)
-    leaf = Variable(copy, requires_grad, None, name, block)
+    leaf = Variable(leaf_on_allocator(copy), requires_grad, None, name, block)
     if requires_grad:
         leaf._grad_buffer, grad_block = allocator._alloc(array.shape, array.dtype, "grad",
                                                          f"{name or 'param'}.grad")
