@@ -247,7 +247,7 @@ def test_a_lock_taken_in_the_window_before_the_last_one_ends_hands_the_flag_over
     # Another thread can take an array's lock between its last holder letting go and that lock's
     # unlock running: the new lock must keep the array read-only (the old unlock leaves it alone)
     # and give back the flag the array had before the first lock. The window is made by hand.
-    from minigrad import readonly
+    from minigrad.eager import readonly
     w = param([1.0, 2.0], name="w")
     array = w.data
     first = readonly._take(array, True)
