@@ -51,7 +51,7 @@ def doc_info(v):
             "labels": {n["id"]: n["label"] for n in d["nodes"]},
             "nodes": {n["id"]: {"step": n.get("step"), "graph": n["graph"]} for n in d["nodes"]},
             "ranges": [[r["tensor"], r["node"]] for r in d["plan"]["ranges"]],
-            "peak": d["plan"]["peak_bytes"]}
+            "peak": d["plan"]["peak_bytes"], "save": d["save"]}
 print(_json.dumps(doc_info(view)))
 ''' % (IMG, TITLE)
 
@@ -78,6 +78,7 @@ SNAPSHOT = """
     hot: [...root.querySelectorAll('.mg-plan .mg-plan-hot')].map((r) => r.getAttribute('data-range')),
     inspector: (root.querySelector('.mg-inspector') || {}).textContent || '',
     peak: (root.querySelector('.mg-plan-peak') || {}).textContent || '',
+    saves: (root.querySelector('.mg-saves') || {}).textContent || '',
   };
 }
 """
@@ -132,6 +133,12 @@ def test_aot_view_replays_the_derivation(lab, page, browser_log, report_figure):
     assert s["frame"] == info["frame"] == 0 and s["phase"] == "captured"
     assert sorted(s["future"]) == sorted(info["backward"])
     assert s["savedVisible"] == 0
+    # one numbering: step 0 is before any rule ran, `view.frame = k` shows "step k"
+    last_step = len(info["steps"]) - 1
+    assert s["counter"] == f"step 0 of {last_step}", s["counter"]
+    # the save list is what the derivation finds at its last step: not shown before it
+    found = next(k for k, st in enumerate(info["steps"]) if st["kind"] == "required_saves")
+    assert s["saves"] == f"required saves: found at step {found}, once every rule has run"
 
     # -- Step to the first rule: what it emitted appears, nothing later ------------------------
     first_rule = next(k for k, st in enumerate(info["steps"]) if st["kind"] == "apply_rule")
@@ -158,7 +165,9 @@ def test_aot_view_replays_the_derivation(lab, page, browser_log, report_figure):
     s = wait(root, lambda s: s["phase"] == "done", "End")
     assert s["frame"] == len(info["steps"]) - 1 and s["future"] == []
     assert s["savedVisible"] == info["saved_edges"]
-    assert "required" in s["counter"] or s["counter"].startswith("step")
+    assert s["counter"] == f"step {last_step} of {last_step}", s["counter"]
+    assert s["saves"].startswith(f"required saves ({len(info['save'])}): ")
+    assert all(name in s["saves"] for name in info["save"]), (s["saves"], info["save"])
     for button in ("step", "last"):
         expect(root.locator(f'button[data-action="{button}"]')).to_be_disabled()
     page.keyboard.press("Home")
@@ -168,6 +177,7 @@ def test_aot_view_replays_the_derivation(lab, page, browser_log, report_figure):
     nb.run_new_cell(f"view.frame = {first_rule + 2}")
     s = wait(root, lambda s: s["frame"] == first_rule + 2, "the view to follow view.frame")
     assert info["steps"][first_rule + 2]["text"] in s["sentence"]
+    assert s["counter"] == f"step {first_rule + 2} of {last_step}", s["counter"]
 
     # -- replay timing: every step's restyle -------------------------------------------------------
     click(root, "first")

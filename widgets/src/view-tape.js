@@ -14,6 +14,7 @@ import { VirtualRows } from "./virtual-rows.js";
 import { TapeState } from "./tape-state.js";
 import TAPE_CSS from "./tape.css";
 import { Player } from "./player.js";
+import { stepText } from "./counter.js";
 
 const ROW_HEIGHT = 21; // px: tape.css gives .mg-row and the instruction items this height
 const HEAD_HEIGHT = 23; // the table's sticky header
@@ -263,7 +264,7 @@ class TapeView extends Player {
     setText(this.title, title);
     this.title.hidden = !title;
     this.live.hidden = !live;
-    setText(this.counter, `step ${frame} of ${n}${live ? "+" : ""}`);
+    setText(this.counter, stepText(frame, n, live));
     this.slider.max = String(n);
     if (this.slider.value !== String(frame)) this.slider.value = String(frame);
     const lines = this.describe(frame);
