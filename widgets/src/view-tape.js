@@ -197,6 +197,7 @@ class TapeView extends Player {
     }
     if (!content || content.kind !== "append" || !Array.isArray(content.frames)) return;
     this.doc.frames.push(...content.frames);
+    if (content.done) this.doc.done = true;
     this.settle();
     const k = this.wanted !== null ? this.wanted : this.shown;
     this.wanted = null;
