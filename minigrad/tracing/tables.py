@@ -71,16 +71,18 @@ class GraphTables:
 
     def saved(self, node, output) -> list:
         """The entries of a node's saved tensors: which input (or its output) each one is."""
-        entries = []
+        entries, named = [], set()
         for slot, array in enumerate(node.saved_tensors):
             source, what = None, "an extra array"
-            for i, v in enumerate(node.inputs):
-                if v._data is array:
-                    source, what = self.ids.known(v), f"input {i} ({describe(v)})"
-                    break
-            else:
-                if array is output._data:
-                    source, what = self.ids.known(output), "its output"
+            # (h * h: both inputs are one array; each save names an input not named yet)
+            matches = [i for i, v in enumerate(node.inputs) if v._data is array]
+            fresh = [i for i in matches if i not in named]
+            for i in (fresh or matches)[:1]:
+                named.add(i)
+                v = node.inputs[i]
+                source, what = self.ids.known(v), f"input {i} ({describe(v)})"
+            if not matches and array is output._data:
+                source, what = self.ids.known(output), "its output"
             shape = np.shape(array)
             entries.append({"slot": slot, "source": source, "what": what,
                             "shape": json_shape(shape), "dtype": str(np.asarray(array).dtype)})

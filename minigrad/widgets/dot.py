@@ -43,6 +43,9 @@ def _label(*parts: str) -> str:
 
 
 def _shape(shape: list) -> str:
+    # (a vector's length alone, "2", reads as a value under a name: numpy writes it "(2,)")
+    if len(shape) == 1:
+        return f"({shape[0]},)"
     return "x".join(str(n) for n in shape) or "scalar"
 
 

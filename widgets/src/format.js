@@ -26,6 +26,8 @@ export function shortValues(list, size, max = 2) {
 }
 
 export function shape(dims) {
+  // (a vector's length alone, "2", reads as a value: numpy writes it "(2,)")
+  if (dims && dims.length === 1) return `(${dims[0]},)`;
   return dims && dims.length ? dims.join("×") : "scalar";
 }
 

@@ -288,8 +288,9 @@ class TapeView extends Player {
     const s = doc.slots;
     if (frame === 0) {
       const consts = s.kinds.filter((k) => k === "const").length;
+      const constText = consts === 1 ? "1 const slot needs" : `${consts} const slots need`;
       return [
-        `Forward is recorded: ${s.kinds.length} slots, ${doc.instrs.length} instructions; ${consts} const slots need no grad (ops on them only were not recorded).`,
+        `Forward is recorded: ${s.kinds.length} slots, ${doc.instrs.length} instructions; ${constText} no grad (ops on them only were not recorded).`,
         `Backward starts from ${this.label(doc.output)} and runs the instructions in reverse.`,
       ];
     }
