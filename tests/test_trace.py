@@ -349,3 +349,22 @@ def test_a_stepper_stepped_inside_record_is_recorded_by_it_too():
             ["start", "done"]
         assert sum(e["type"] == "apply" for e in doc["events"]) == 3   # matmul, tanh, sum
     np.testing.assert_allclose(W.grad, np.outer([1.0, 2.0], 1 - np.tanh([4.5, -0.5]) ** 2))
+
+
+def test_a_checkpoint_s_recompute_is_told_apart_from_the_loss_s_backward():
+    # Lesson 09's checkpoint stepper: the segment's input recorded again is the saved tanh
+    # output, not "a parameter"; the recompute's own seed is not a second "d loss / d loss = 1".
+    W1 = mg.create_leaf(np.array([[0.5, -0.2], [0.3, 0.8]]), requires_grad=True, name="W1")
+    W2 = mg.create_leaf(np.array([[1.0, 0.4], [-0.6, 0.2]]), requires_grad=True, name="W2")
+    xs = mg.create_leaf(np.array([[1.0, 2.0]]), name="x")
+    with mg.record("checkpoint") as rec:
+        loss = mg.checkpoint(lambda h, W: (h @ W).tanh(), (xs @ W1).tanh(), W2).sum()
+        loss.backward()
+    events = rec.trace["events"]
+    recomputed = [e["text"] for e in events if e["type"] == "leaf" and e["phase"] == "recompute"]
+    assert len(recomputed) == 2 and not any("a parameter" in t for t in recomputed), recomputed
+    assert all("detached for the recompute" in t for t in recomputed), recomputed
+    starts = [e["text"] for e in events if e["type"] == "start"]
+    assert len(starts) == 2, starts
+    assert "d loss / d loss = 1" in starts[0] and "d loss" not in starts[1], starts
+    assert "segment's backward starts" in starts[1] and "reached the checkpoint" in starts[1]

@@ -58,6 +58,9 @@ class GraphTables:
             }
             if v.grad_fn is None:
                 what = "a parameter (requires grad)" if v.requires_grad else "data"
+                if self.log.phase == "recompute":   # (a checkpoint's input, recorded again)
+                    what = ("the segment's input again, detached for the recompute; it requires "
+                            "grad so that its gradient is handed back to the checkpoint")
                 self.log.event("leaf", node=var_id, text=f"leaf {describe(v)}: {what}.")
         return var_id
 
