@@ -368,3 +368,16 @@ def test_a_checkpoint_s_recompute_is_told_apart_from_the_loss_s_backward():
     assert len(starts) == 2, starts
     assert "d loss / d loss = 1" in starts[0] and "d loss" not in starts[1], starts
     assert "segment's backward starts" in starts[1] and "reached the checkpoint" in starts[1]
+
+
+def test_attention_s_parents_are_named_q_k_v():
+    # Lesson 12's stepper: the attention node's parents read q, k, v (both q and k come out of
+    # a rope op, so the op's name alone, "rope, rope", could not tell them apart).
+    model = mg.nn.TinyTransformer(vocab=11, dim=16, n_layers=1, n_heads=2, hidden=32, seed=0)
+    ids, targets = mg.data.sort_digits(1, 4, seed=0)
+    trace = mg.trace.Recorder("attention").add_graph(model(ids, targets)).trace
+    nodes = {n["id"]: n for n in trace["nodes"]}
+    (attention,) = [n for n in trace["nodes"] if n["type"] == "op" and n["label"] == "attention"]
+    parents = [nodes[e["source"]]["label"] for e in trace["edges"]
+               if e["target"] == attention["id"] and e["kind"] == "parent"]
+    assert parents == ["q", "k", "v"], parents
