@@ -339,6 +339,13 @@ def test_tapeview_after_run_all_shows_where_python_stepped(lab, page, browser_lo
     snap = wait_tape(root, lambda s: s["frame"] == 3, "the part-way view at Python's frame")
     assert snap["counter"] == "step 3 of 3+", snap["counter"]
     assert sorted(snap["hasGrad"]) == sorted(int(i) for i in part["grads"])
+    # lesson 08 says to watch "uses left" count down: its column is in view, not scrolled away
+    box = root.evaluate("""(root) => {
+        const pane = root.querySelector('.mg-slots-pane').getBoundingClientRect();
+        const heads = [...root.querySelectorAll('.mg-head > span')];
+        const uses = heads.find((e) => e.textContent === 'uses left').getBoundingClientRect();
+        return { pane: [pane.left, pane.right], uses: [uses.left, uses.right] }; }""")
+    assert box["pane"][0] <= box["uses"][0] and box["uses"][1] <= box["pane"][1] + 0.5, box
     root2 = nb.wait_for_output_selector(4, ".mg-tape")
     snap = wait_tape(root2, lambda s: s["frame"] == end, "the finished view at its end")
     assert snap["counter"] == f"step {end} of {end}", snap["counter"]

@@ -97,7 +97,7 @@ class TapeView extends Player {
     if (this.slotRows) this.slotRows.dispose();
     if (this.instrRows) this.instrRows.dispose();
     const s = this.doc.slots;
-    const head = h("div", { class: "mg-row mg-head", role: "row" }, ...["slot", "name", "kind", "value", "grad", "req. grad", "uses left"].map((t) => h("span", { role: "columnheader", text: t })));
+    const head = h("div", { class: "mg-row mg-head", role: "row" }, ...["slot", "name", "kind", "value", "grad", "uses left", "req. grad"].map((t) => h("span", { role: "columnheader", text: t })));
     this.slotRows = new VirtualRows({
       pane: this.slotsPane,
       count: s.kinds.length,
@@ -137,8 +137,8 @@ class TapeView extends Player {
       h("span", { role: "cell" }, h("span", { class: "mg-kind", text: kind, title: kind === "const" ? "const: requires no grad; an op whose inputs are all const records no instruction" : kind })),
       h("span", { class: "mg-value", role: "cell", text: s.values[i] ? showValues(s.values[i], undefined, 4) + shape : "(freed)", title: s.values[i] ? showValues(s.values[i], undefined, 4) + shape : "" }),
       cell("mg-grad", ""),
-      cell("mg-rg", s.requires_grad[i] ? "yes" : "no"),
       cell("mg-uses", ""),
+      cell("mg-rg", s.requires_grad[i] ? "yes" : "no"),
     );
   }
 
@@ -149,7 +149,7 @@ class TapeView extends Player {
     const grad = st.grads[i];
     const has = grad !== null && grad !== undefined;
     setText(el.children[4], has ? showValues(grad, undefined, 4) : "—");
-    setText(el.children[6], String(st.uses[i]));
+    setText(el.children[5], String(st.uses[i]));
     const c = el.classList;
     c.toggle("mg-has-grad", has);
     c.toggle("mg-freed", st.freed[i] === 1);
