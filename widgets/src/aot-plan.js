@@ -2,7 +2,7 @@
 // from the operation that writes it to the last operation that reads it, over one time axis that
 // runs through forward and then backward. The peak is a vertical line.
 import { h } from "./dom.js";
-import { bytes } from "./format.js";
+import { bytes, middleEllipsis } from "./format.js";
 
 const KIND_TEXT = {
   param: "parameter",
@@ -62,7 +62,7 @@ export class PlanStrip {
       const row = h(
         "div",
         { class: "mg-plan-row", "data-range": r.tensor, "data-kind": r.kind, "data-node": r.node || "" },
-        h("button", { type: "button", class: "mg-link mg-plan-name", text: r.tensor, onclick: () => r.node && this.onPick(r.node) }),
+        h("button", { type: "button", class: "mg-link mg-plan-name", text: middleEllipsis(r.tensor), title: r.tensor, onclick: () => r.node && this.onPick(r.node) }),
         h("span", { class: "mg-plan-bytes mg-muted", text: bytes(r.nbytes) }),
         h("div", { class: "mg-plan-track" }, bar, ...marks.map((m) => m.cloneNode(true))),
       );
