@@ -110,9 +110,15 @@ def plan_memory(forward: Graph, backward: Graph, policy: str = "save_all", recom
         if t in ranges:
             ranges[t].end = max(ranges[t].end, len(forward.operations) - 1 if t in forward.outputs
                                 else last)
+    for r in ranges.values():
+        # Read in backward through an alias (backward saves a reshape of it): its memory is kept
+        # for backward, not freed in forward.
+        if r.kind == "activation" and r.end >= len(forward.operations):
+            r.kind = "saved"
     live = [sum(r.nbytes for r in ranges.values() if r.start <= s <= r.end) for s in range(last + 1)]
     peak_step = max(range(len(live)), key=live.__getitem__) if live else 0
-    saved = [r for r in ranges.values() if r.kind in ("saved", "input") and r.name in backward.save]
+    saved = [r for r in ranges.values()
+             if r.kind == "saved" or (r.kind == "input" and r.name in backward.save)]
     params = [*forward.params, *forward.constants]
     return MemoryPlan([op.id for op in ops], len(forward.operations), list(ranges.values()),
                       live[peak_step] if live else 0, peak_step, sum(r.nbytes for r in saved),
