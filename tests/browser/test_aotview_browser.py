@@ -237,3 +237,24 @@ def test_aot_view_save_html_replays_offline(browser, tmp_path, report_figure):
         page.assert_clean()
     finally:
         page.close()
+
+
+def test_aot_view_fits_in_the_window_with_its_plan(lab, page, browser_log):
+    """Lesson 12's AotView (a transformer block and its memory plan): the controls, the two
+    graphs and the plan are on screen together in a 1400 x 900 window."""
+    page.set_viewport_size({"width": 1400, "height": 900})
+    path = write_notebook(lab.root, "aotview_tall.ipynb", ['''
+import minigrad as mg
+from minigrad import aot
+from minigrad.widgets import AotView
+model = mg.nn.TinyTransformer(vocab=11, dim=32, n_layers=1, n_heads=4, hidden=64, seed=0)
+ids, targets = mg.data.sort_digits(1, 8, seed=3)
+forward = aot.capture(model, ids, targets, params=model, input_names=["ids", "targets"])
+view = AotView(forward, title="one block ahead of time")
+''', "view"])
+    nb = open_and_run_all(page, lab, path)
+    root = nb.wait_for_output_selector(1, ".mg-aotview")
+    wait(root, lambda s: s["graph"] == "ready", "the two graphs to be drawn")
+    height = root.evaluate("(root) => root.getBoundingClientRect().height")
+    assert height <= 900 - 100, f"AotView is {height:.0f} px high: taller than the window"
+    browser_log.assert_no_console_errors()
