@@ -257,4 +257,9 @@ view = AotView(forward, title="one block ahead of time")
     wait(root, lambda s: s["graph"] == "ready", "the two graphs to be drawn")
     height = root.evaluate("(root) => root.getBoundingClientRect().height")
     assert height <= 900 - 100, f"AotView is {height:.0f} px high: taller than the window"
+    # the plan's row names: none cut by the column, no two alike ("blocks.0.attn_n…" twice)
+    names = root.evaluate("""(root) => [...root.querySelectorAll('.mg-plan-name')].map((b) =>
+        ({ text: b.textContent, full: b.title, cut: b.scrollWidth > b.clientWidth + 1 }))""")
+    assert names and not [n for n in names if n["cut"]], [n for n in names if n["cut"]]
+    assert len({n["text"] for n in names}) == len(names), [n["text"] for n in names]
     browser_log.assert_no_console_errors()

@@ -27,7 +27,7 @@ export function tagValues(list, size) {
 
 /** A name cut to `max` characters in its middle: names that share a long prefix
  * ("blocks.0.attn_norm.weight", "blocks.0.attn_norm.out") stay apart by their ends. */
-export function middleEllipsis(text, max = 18) {
+export function middleEllipsis(text, max = 17) {
   const s = String(text);
   if (s.length <= max) return s;
   const tail = Math.ceil((max - 1) / 2);

@@ -12,8 +12,8 @@ test("long names are cut in the middle, so that two with one prefix stay apart",
   const a = middleEllipsis("blocks.0.attn_norm.weight");
   const b = middleEllipsis("blocks.0.attn_norm.output");
   assert.notEqual(a, b);
-  assert.equal(a.length, 18);
-  assert.ok(a.startsWith("blocks.0") && a.endsWith("rm.weight"), a);
+  assert.equal(a.length, 17);
+  assert.ok(a.startsWith("blocks.0") && a.endsWith(".weight"), a);
   assert.equal(middleEllipsis("d_layer1"), "d_layer1");
 });
 
