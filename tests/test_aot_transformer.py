@@ -375,3 +375,19 @@ def test_blocked_attention_through_a_plan():
             assert float(run.run(q, k, v)) == pytest.approx(want_loss, rel=1e-12)
             for n, w in zip("qkv", want):
                 np.testing.assert_allclose(run.grads()[f"d_{n}"], w, rtol=1e-10, atol=1e-12)
+
+
+def test_no_activation_of_the_plan_lives_into_backward():
+    # The embedding and v are read in backward through a reshape that backward saves: their
+    # rows were coloured "activation (freed in forward)" while their bars ran into backward.
+    model = mg.nn.TinyTransformer(vocab=11, dim=32, n_layers=1, n_heads=4, hidden=64, seed=0)
+    ids, targets = mg.data.sort_digits(2, 8, seed=0)
+    forward = aot.capture(model, ids, targets, params=model, input_names=["ids", "targets"])
+    plan = aot.plan.plan_memory(forward, aot.derive_backward_graph(forward))
+    kinds = {r.name: r.kind for r in plan.ranges}
+    assert kinds["embed"] == kinds["blocks.0.attn.v"] == "saved"
+    late = [r.name for r in plan.ranges if r.kind == "activation" and r.end >= plan.n_forward]
+    assert late == []
+    saved_inputs = [r for r in plan.ranges if r.kind == "input" and r.name in plan.backward.save]
+    assert plan.saved_bytes == sum(r.nbytes for r in plan.ranges if r.kind == "saved") \
+        + sum(r.nbytes for r in saved_inputs)

@@ -349,3 +349,35 @@ def test_a_stepper_stepped_inside_record_is_recorded_by_it_too():
             ["start", "done"]
         assert sum(e["type"] == "apply" for e in doc["events"]) == 3   # matmul, tanh, sum
     np.testing.assert_allclose(W.grad, np.outer([1.0, 2.0], 1 - np.tanh([4.5, -0.5]) ** 2))
+
+
+def test_a_checkpoint_s_recompute_is_told_apart_from_the_loss_s_backward():
+    # Lesson 09's checkpoint stepper: the segment's input recorded again is the saved tanh
+    # output, not "a parameter"; the recompute's own seed is not a second "d loss / d loss = 1".
+    W1 = mg.create_leaf(np.array([[0.5, -0.2], [0.3, 0.8]]), requires_grad=True, name="W1")
+    W2 = mg.create_leaf(np.array([[1.0, 0.4], [-0.6, 0.2]]), requires_grad=True, name="W2")
+    xs = mg.create_leaf(np.array([[1.0, 2.0]]), name="x")
+    with mg.record("checkpoint") as rec:
+        loss = mg.checkpoint(lambda h, W: (h @ W).tanh(), (xs @ W1).tanh(), W2).sum()
+        loss.backward()
+    events = rec.trace["events"]
+    recomputed = [e["text"] for e in events if e["type"] == "leaf" and e["phase"] == "recompute"]
+    assert len(recomputed) == 2 and not any("a parameter" in t for t in recomputed), recomputed
+    assert all("detached for the recompute" in t for t in recomputed), recomputed
+    starts = [e["text"] for e in events if e["type"] == "start"]
+    assert len(starts) == 2, starts
+    assert "d loss / d loss = 1" in starts[0] and "d loss" not in starts[1], starts
+    assert "segment's backward starts" in starts[1] and "reached the checkpoint" in starts[1]
+
+
+def test_attention_s_parents_are_named_q_k_v():
+    # Lesson 12's stepper: the attention node's parents read q, k, v (both q and k come out of
+    # a rope op, so the op's name alone, "rope, rope", could not tell them apart).
+    model = mg.nn.TinyTransformer(vocab=11, dim=16, n_layers=1, n_heads=2, hidden=32, seed=0)
+    ids, targets = mg.data.sort_digits(1, 4, seed=0)
+    trace = mg.trace.Recorder("attention").add_graph(model(ids, targets)).trace
+    nodes = {n["id"]: n for n in trace["nodes"]}
+    (attention,) = [n for n in trace["nodes"] if n["type"] == "op" and n["label"] == "attention"]
+    parents = [nodes[e["source"]]["label"] for e in trace["edges"]
+               if e["target"] == attention["id"] and e["kind"] == "parent"]
+    assert parents == ["q", "k", "v"], parents

@@ -59,6 +59,29 @@ def test_stepper_steps_the_real_engine_one_node_at_a_time():
     assert stepper.frame == len(stepper.trace["frames"]) - 1
 
 
+def test_every_stepper_step_makes_one_frame_even_when_the_ready_queue_runs_dry():
+    # h feeds tanh (on the loss's path) and exp (not on it): once tanh has run, the ready queue
+    # is empty while h's mul still counts exp as pending, and the engine releases it on its
+    # own ("ready", no node run). That must not be a step that shows nothing (a dropped click,
+    # lesson 12): step k is always the k-th frame after forward.
+    x = mg.create_leaf(np.array([0.5, -1.0]), name="x")
+    w = mg.create_leaf(np.array([2.0, 3.0]), requires_grad=True, name="w")
+    h = x * w
+    h.exp()                                        # a consumer the loss does not read
+    loss = h.tanh().sum()
+    stepper = BackwardStepper(loss)
+    initial, k, ran = stepper.frame, 0, []
+    while stepper.live:
+        frames = len(stepper.current_trace["frames"])
+        stepper.step()
+        k += 1
+        assert len(stepper.current_trace["frames"]) == frames + 1, f"step {k} made no frame"
+        assert stepper.frame == initial + k
+        ran += [e["type"] for e in stepper.current_trace["events"][stepper.current_trace["frames"][-2] + 1:]]
+    assert "ready" in ran, "the graph must make the ready queue run dry (else nothing is tested)"
+    np.testing.assert_allclose(w.grad, (1 - np.tanh([1.0, -3.0]) ** 2) * [0.5, -1.0])
+
+
 def test_stepper_answers_the_browser_messages():
     _, loss = mlp_loss()
     stepper = BackwardStepper(loss, order="topo")

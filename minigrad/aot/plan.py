@@ -108,9 +108,14 @@ def plan_memory(forward: Graph, backward: Graph, policy: str = "save_all", recom
             t = base.get(t, t)
             if t in ranges:
                 ranges[t].end = max(ranges[t].end, end)
+    for r in ranges.values():
+        # Read in backward through an alias (backward saves a reshape of it): its memory is kept
+        # for backward, not freed in forward.
+        if r.kind == "activation" and r.end >= len(forward.operations):
+            r.kind = "saved"
     live = _bytes_alive_per_step(ranges.values(), last + 1)
     peak_step = max(range(len(live)), key=live.__getitem__) if live else 0
-    saved = [r for r in ranges.values() if r.kind in ("saved", "input") and r.name in save]
+    saved = [r for r in ranges.values() if r.kind == "saved" or (r.kind == "input" and r.name in save)]
     params = [*forward.params, *forward.constants]
     return MemoryPlan([op.id for op in ops], len(forward.operations), list(ranges.values()),
                       live[peak_step] if live else 0, peak_step, sum(r.nbytes for r in saved),

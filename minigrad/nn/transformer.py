@@ -144,6 +144,8 @@ class Attention(Module):
         q = ops.rope(self.q(x).reshape(shape), self.freqs, position_ids)
         k = ops.rope(self.k(x).reshape(shape), self.freqs, position_ids)
         v = self.v(x).reshape(shape)
+        # (named, so that a drawing's attention reads its parents as q, k, v, not "rope, rope")
+        q.name, k.name, v.name = "q", "k", "v"
         out = ops.attention(q, k, v, causal=True)
         return self.o(out.reshape(rows, self.dim))
 

@@ -99,8 +99,7 @@ class BackwardEvents:
             self._last_total[self.tables.ids.known(step.variable)] = values_now
             return {"type": "start", "phase": phase, "node": node,
                     "variable": self.tables.ids.known(step.variable), "grad": values(values_now),
-                    "text": f"backward starts: d loss / d loss = 1 is seeded into "
-                            f"{sentence_name(step.variable)}."}
+                    "text": _start_text(step.variable)}
         if kind == "apply":
             return {"type": "apply", "phase": phase, "node": node, "grad": values(values_now),
                     "text": self._apply_text(step.node)}
@@ -143,3 +142,13 @@ class BackwardEvents:
         where = f" ({', '.join(names)})" if names else ""
         return f"{node.name}.backward: " + ("; ".join(parts) or "gradients for its inputs") + \
             where + "."
+
+
+def _start_text(variable) -> str:
+    """The seed's sentence. A checkpoint's recompute seeds its own small backward: that seed is
+    not the loss's, it hands on the gradient that reached the checkpoint."""
+    if getattr(variable.grad_fn, "name", None) == "recompute_seed":
+        return ("the segment's backward starts: recompute_seed = sum(y * g) gets 1, so the "
+                "gradient g that reached the checkpoint flows into the segment's output y "
+                "(backward of the loss goes on after it).")
+    return f"backward starts: d loss / d loss = 1 is seeded into {sentence_name(variable)}."

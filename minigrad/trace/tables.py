@@ -58,6 +58,9 @@ class GraphTables:
             }
             if v.grad_fn is None:
                 what = "a parameter (requires grad)" if v.requires_grad else "data"
+                if self.log.phase == "recompute":   # (a checkpoint's input, recorded again)
+                    what = ("the segment's input again, detached for the recompute; it requires "
+                            "grad so that its gradient is handed back to the checkpoint")
                 self.log.event("leaf", node=var_id, text=f"leaf {sentence_name(v)}: {what}.")
         return var_id
 
@@ -71,16 +74,18 @@ class GraphTables:
 
     def saved(self, node, output) -> list:
         """The entries of a node's saved tensors: which input (or its output) each one is."""
-        entries = []
+        entries, named = [], set()
         for slot, array in enumerate(node.saved_tensors):
             source, what = None, "an extra array"
-            for i, v in enumerate(node.inputs):
-                if v._data is array:
-                    source, what = self.ids.known(v), f"input {i} ({sentence_name(v)})"
-                    break
-            else:
-                if array is output._data:
-                    source, what = self.ids.known(output), "its output"
+            # (h * h: both inputs are one array; each save names an input not named yet)
+            matches = [i for i, v in enumerate(node.inputs) if v._data is array]
+            fresh = [i for i in matches if i not in named]
+            for i in (fresh or matches)[:1]:
+                named.add(i)
+                v = node.inputs[i]
+                source, what = self.ids.known(v), f"input {i} ({sentence_name(v)})"
+            if not matches and array is output._data:
+                source, what = self.ids.known(output), "its output"
             shape = np.shape(array)
             entries.append({"slot": slot, "source": source, "what": what,
                             "shape": json_shape(shape), "dtype": str(np.asarray(array).dtype)})

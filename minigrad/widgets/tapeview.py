@@ -35,7 +35,9 @@ class TapeView(anywidget.AnyWidget):
         self._doc = tape_document(tape, out, title=title)
         self._remaining = list(self._doc["slots"]["uses"])
         self._steps = None   # the backward_steps generator, started by the first step
-        super().__init__(trace=self._doc, options={"title": title or ""},
+        # (the trait gets its own copy: traitlets syncs a new value only if it differs from the
+        # old one, and self._doc grows in place)
+        super().__init__(trace={**self._doc, "frames": []}, options={"title": title or ""},
                          _esm=bundle("tape.js").read_text(encoding="utf-8"))
         self._answered_seq = -1
         self._published = None
@@ -107,7 +109,12 @@ class TapeView(anywidget.AnyWidget):
         # Only the new frames travel; a view drawn later says how many it has ("hello").
         self.send({"kind": "append", "frames": new, "done": self._doc["done"]})
         self._published = len(self._doc["frames"])
-        self.frame = self._published
+        with self.hold_sync():
+            if self._doc["done"]:
+                # The whole document once backward is over: a view drawn after the message
+                # (Run All draws views late) starts from it, as BackwardStepper's does.
+                self.trace = {**self._doc, "frames": list(self._doc["frames"])}
+            self.frame = self._published
 
     @traitlets.observe("frame_seq")
     def _stale_move(self, change) -> None:

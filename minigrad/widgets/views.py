@@ -153,6 +153,12 @@ class BackwardStepper(Folding):
             recorder.nest = (recorder,) + previous.nest
         try:
             group = next(self._groups, None)
+            # A "ready" group (the ready queue ran dry and a node off the loss's path was
+            # released) makes no frame of its own: its events belong to the next node's step,
+            # so that step runs now too and every step shows something new.
+            while group is not None and group[0][0] == "ready":
+                recorder.on_steps(group)
+                group = next(self._groups, None)
             if group is not None:
                 recorder.on_steps(group)
         finally:

@@ -51,7 +51,7 @@ def doc_info(v):
             "labels": {n["id"]: n["label"] for n in d["nodes"]},
             "nodes": {n["id"]: {"step": n.get("step"), "graph": n["graph"]} for n in d["nodes"]},
             "ranges": [[r["tensor"], r["node"]] for r in d["plan"]["ranges"]],
-            "peak": d["plan"]["peak_bytes"]}
+            "peak": d["plan"]["peak_bytes"], "save": d["save"]}
 print(_json.dumps(doc_info(view)))
 ''' % (IMG, TITLE)
 
@@ -78,6 +78,7 @@ SNAPSHOT = """
     hot: [...root.querySelectorAll('.mg-plan .mg-plan-hot')].map((r) => r.getAttribute('data-range')),
     inspector: (root.querySelector('.mg-inspector') || {}).textContent || '',
     peak: (root.querySelector('.mg-plan-peak') || {}).textContent || '',
+    saves: (root.querySelector('.mg-saves') || {}).textContent || '',
   };
 }
 """
@@ -132,6 +133,12 @@ def test_aot_view_replays_the_derivation(lab, page, browser_log, report_figure):
     assert s["frame"] == info["frame"] == 0 and s["phase"] == "captured"
     assert sorted(s["future"]) == sorted(info["backward"])
     assert s["savedVisible"] == 0
+    # one numbering: step 0 is before any rule ran, `view.frame = k` shows "step k"
+    last_step = len(info["steps"]) - 1
+    assert s["counter"] == f"step 0 of {last_step}", s["counter"]
+    # the save list is what the derivation finds at its last step: not shown before it
+    found = next(k for k, st in enumerate(info["steps"]) if st["kind"] == "required_saves")
+    assert s["saves"] == f"required saves: found at step {found}, once every rule has run"
 
     # -- Step to the first rule: what it emitted appears, nothing later ------------------------
     first_rule = next(k for k, st in enumerate(info["steps"]) if st["kind"] == "apply_rule")
@@ -158,7 +165,9 @@ def test_aot_view_replays_the_derivation(lab, page, browser_log, report_figure):
     s = wait(root, lambda s: s["phase"] == "done", "End")
     assert s["frame"] == len(info["steps"]) - 1 and s["future"] == []
     assert s["savedVisible"] == info["saved_edges"]
-    assert "required" in s["counter"] or s["counter"].startswith("step")
+    assert s["counter"] == f"step {last_step} of {last_step}", s["counter"]
+    assert s["saves"].startswith(f"required saves ({len(info['save'])}): ")
+    assert all(name in s["saves"] for name in info["save"]), (s["saves"], info["save"])
     for button in ("step", "last"):
         expect(root.locator(f'button[data-action="{button}"]')).to_be_disabled()
     page.keyboard.press("Home")
@@ -168,6 +177,7 @@ def test_aot_view_replays_the_derivation(lab, page, browser_log, report_figure):
     nb.run_new_cell(f"view.frame = {first_rule + 2}")
     s = wait(root, lambda s: s["frame"] == first_rule + 2, "the view to follow view.frame")
     assert info["steps"][first_rule + 2]["text"] in s["sentence"]
+    assert s["counter"] == f"step {first_rule + 2} of {last_step}", s["counter"]
 
     # -- replay timing: every step's restyle -------------------------------------------------------
     click(root, "first")
@@ -227,3 +237,29 @@ def test_aot_view_save_html_replays_offline(browser, tmp_path, report_figure):
         page.assert_clean()
     finally:
         page.close()
+
+
+def test_aot_view_fits_in_the_window_with_its_plan(lab, page, browser_log):
+    """Lesson 12's AotView (a transformer block and its memory plan): the controls, the two
+    graphs and the plan are on screen together in a 1400 x 900 window."""
+    page.set_viewport_size({"width": 1400, "height": 900})
+    path = write_notebook(lab.root, "aotview_tall.ipynb", ['''
+import minigrad as mg
+from minigrad import aot
+from minigrad.widgets import AotView
+model = mg.nn.TinyTransformer(vocab=11, dim=32, n_layers=1, n_heads=4, hidden=64, seed=0)
+ids, targets = mg.data.sort_digits(1, 8, seed=3)
+forward = aot.capture(model, ids, targets, params=model, input_names=["ids", "targets"])
+view = AotView(forward, title="one block ahead of time")
+''', "view"])
+    nb = open_and_run_all(page, lab, path)
+    root = nb.wait_for_output_selector(1, ".mg-aotview")
+    wait(root, lambda s: s["graph"] == "ready", "the two graphs to be drawn")
+    height = root.evaluate("(root) => root.getBoundingClientRect().height")
+    assert height <= 900 - 100, f"AotView is {height:.0f} px high: taller than the window"
+    # the plan's row names: none cut by the column, no two alike ("blocks.0.attn_n…" twice)
+    names = root.evaluate("""(root) => [...root.querySelectorAll('.mg-plan-name')].map((b) =>
+        ({ text: b.textContent, full: b.title, cut: b.scrollWidth > b.clientWidth + 1 }))""")
+    assert names and not [n for n in names if n["cut"]], [n for n in names if n["cut"]]
+    assert len({n["text"] for n in names}) == len(names), [n["text"] for n in names]
+    browser_log.assert_no_console_errors()

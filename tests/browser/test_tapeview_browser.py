@@ -317,3 +317,37 @@ def _notebook(lab, name, cells):
     from browser_harness import write_notebook
 
     return write_notebook(lab.root, name, cells)
+
+
+def test_tapeview_after_run_all_shows_where_python_stepped(lab, page, browser_log):
+    """Run All: the cells that step the tape run before (or while) the view is drawn, so the
+    view never saw their frames arrive; it must still show where Python is, as the stepper does.
+    One view is stepped part way (backward still live), the other one to the end."""
+    nb = open_and_run_all(page, lab, _notebook(lab, "tapeview_run_all.ipynb", [
+        SMALL_TAPE + "tape2 = Tape()\na = tape2.var(0.5, name='a')\n"
+                     "view2 = TapeView(tape2, tape2.sin(a * a) * a)",
+        "view",
+        "view.step(2)\nprint(_json.dumps(tape_info(view, tape)))",
+        # (drawn only after it finished: its frames went out before any view listened)
+        "view2.finish()\nprint(_json.dumps([view2.frame, len(tape2.instrs)]))",
+        "view2",
+    ]))
+    part = json.loads(nb.output_text(2).strip().splitlines()[-1])
+    end, instrs2 = json.loads(nb.output_text(3).strip().splitlines()[-1])
+    assert part["live"] and part["frame"] == 3 and end == instrs2 + 1
+    root = nb.wait_for_output_selector(1, ".mg-tape")
+    snap = wait_tape(root, lambda s: s["frame"] == 3, "the part-way view at Python's frame")
+    assert snap["counter"] == "step 3 of 3+", snap["counter"]
+    assert sorted(snap["hasGrad"]) == sorted(int(i) for i in part["grads"])
+    # lesson 08 says to watch "uses left" count down: its column is in view, not scrolled away
+    box = root.evaluate("""(root) => {
+        const pane = root.querySelector('.mg-slots-pane').getBoundingClientRect();
+        const heads = [...root.querySelectorAll('.mg-head > span')];
+        const uses = heads.find((e) => e.textContent === 'uses left').getBoundingClientRect();
+        return { pane: [pane.left, pane.right], uses: [uses.left, uses.right] }; }""")
+    assert box["pane"][0] <= box["uses"][0] and box["uses"][1] <= box["pane"][1] + 0.5, box
+    root2 = nb.wait_for_output_selector(4, ".mg-tape")
+    snap = wait_tape(root2, lambda s: s["frame"] == end, "the finished view at its end")
+    assert snap["counter"] == f"step {end} of {end}", snap["counter"]
+    assert "Backward is over" in snap["sentence"]
+    browser_log.assert_no_console_errors()

@@ -269,6 +269,8 @@ def test_stepper_steps_the_real_engine(lab, page, browser_log, report_figure):
     assert snap["legend"] >= 7
     assert snap["frame"] == info["frame"] == info["initial_frame"]
     assert snap["phase"].lower() == "forward" and snap["dataPhase"] == "forward"
+    # one numbering: step 0 is where forward ended, step k the state after k stepper.step()
+    assert snap["counter"] == "step 0 of 0+", snap["counter"]
     assert snap["hasGrad"] == [] and all(t is None for t in snap["tags"].values()), snap["tags"]
     assert snap["done"] == []
     assert snap["badges"] == {op: str(o["pending_count"]) for op, o in ops.items()}
@@ -286,6 +288,7 @@ def test_stepper_steps_the_real_engine(lab, page, browser_log, report_figure):
     assert snap["current"] == [loss_id], "the seed step is about the loss"
     assert snap["hasGrad"] == [loss_id] and snap["gradFirst"] == [loss_id]
     assert "seeded" in snap["sentence"], snap["sentence"]
+    assert snap["counter"] == "step 1 of 1+", snap["counter"]   # lesson 00: "Step 1 seeds"
     seed_info = kernel_json(nb, "print(_json.dumps(trace_info(stepper)))")
     assert [e["type"] for e in seed_info["last_step"]] == ["start"]
     assert seed_info["frame"] == snap["frame"]

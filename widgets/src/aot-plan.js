@@ -2,7 +2,7 @@
 // from the operation that writes it to the last operation that reads it, over one time axis that
 // runs through forward and then backward. The peak is a vertical line.
 import { h } from "./dom.js";
-import { bytes } from "./format.js";
+import { bytes, middleEllipsis } from "./format.js";
 
 const KIND_TEXT = {
   param: "parameter",
@@ -13,6 +13,8 @@ const KIND_TEXT = {
   recomputed: "recomputed in backward",
   temp: "temporary (backward)",
 };
+
+const NAME_CHARS = 28;
 
 const pct = (x, extent) => `${Math.max(0, Math.min(100, (100 * x) / Math.max(1, extent))).toFixed(3)}%`;
 
@@ -53,6 +55,10 @@ export class PlanStrip {
     const marks = [];
     if (split !== null) marks.push(h("div", { class: "mg-plan-split", style: { left: pct(split, extent) }, title: "backward starts" }));
     if (typeof plan.peak_at === "number") marks.push(h("div", { class: "mg-plan-peakline", style: { left: pct(plan.peak_at + 0.5, extent) }, title: "peak" }));
+    // The name column is as wide as the longest name, up to NAME_CHARS (longer ones are cut in
+    // the middle): a fixed narrow column cut "blocks.0.attn_norm" and "...attn_norm.rstd" alike.
+    const longest = Math.min(NAME_CHARS, Math.max(...plan.ranges.map((r) => String(r.tensor).length)));
+    this.el.style.setProperty("--mg-plan-name-width", `${Math.ceil(longest * 1.2) + 1}ch`);
     const rows = plan.ranges.map((r) => {
       const bar = h("div", {
         class: `mg-range mg-range-${r.kind}`,
@@ -62,7 +68,7 @@ export class PlanStrip {
       const row = h(
         "div",
         { class: "mg-plan-row", "data-range": r.tensor, "data-kind": r.kind, "data-node": r.node || "" },
-        h("button", { type: "button", class: "mg-link mg-plan-name", text: r.tensor, onclick: () => r.node && this.onPick(r.node) }),
+        h("button", { type: "button", class: "mg-link mg-plan-name", text: middleEllipsis(r.tensor, NAME_CHARS), title: r.tensor, onclick: () => r.node && this.onPick(r.node) }),
         h("span", { class: "mg-plan-bytes mg-muted", text: bytes(r.nbytes) }),
         h("div", { class: "mg-plan-track" }, bar, ...marks.map((m) => m.cloneNode(true))),
       );

@@ -18,14 +18,25 @@ export function values(list, size, max = 8) {
   return `[${shown.map(num).join(", ")}${more ? ", …" : ""}]`;
 }
 
-/** A short form for a badge on the graph: "0.42, -1.5…". */
-export function shortValues(list, size, max = 2) {
-  const shown = (list || []).slice(0, max);
-  const more = (size !== undefined && size > shown.length) || (list || []).length > shown.length;
-  return shown.map(num).join(", ") + (more ? "…" : "");
+/** A gradient tag on the graph: a scalar's value, or a vector's first value in brackets, so
+ * that "[1, …]" is not read as the number "1…". */
+export function tagValues(list, size) {
+  const first = (list || []).length ? num(list[0]) : "?";
+  return size > 1 ? `[${first}, …]` : first;
+}
+
+/** A name cut to `max` characters in its middle: names that share a long prefix
+ * ("blocks.0.attn_norm.weight", "blocks.0.attn_norm.out") stay apart by their ends. */
+export function middleEllipsis(text, max = 17) {
+  const s = String(text);
+  if (s.length <= max) return s;
+  const tail = Math.ceil((max - 1) / 2);
+  return `${s.slice(0, max - 1 - tail)}…${s.slice(s.length - tail)}`;
 }
 
 export function shape(dims) {
+  // (a vector's length alone, "2", reads as a value: numpy writes it "(2,)")
+  if (dims && dims.length === 1) return `(${dims[0]},)`;
   return dims && dims.length ? dims.join("×") : "scalar";
 }
 

@@ -6,6 +6,25 @@ import { nearestInDirection, readingOrder } from "./a11y.js";
 
 const NUMBER = /-?(?:\d+\.?\d*|\.\d+)(?:e[-+]?\d+)?/gi;
 
+// Node labels are 11 units high (minigrad/widgets/dot.py); "fit" never shrinks them below
+// MIN_LABEL_PX, a size still readable: a graph too big for that scrolls instead.
+export const LABEL_UNITS = 11;
+export const MIN_LABEL_PX = 8;
+
+/**
+ * The scale of the picture. fit "auto" (the start): the box's width, enlarging at most 1.25
+ * times and shrinking to no less than 0.75 (a bigger graph scrolls); "fit": the whole graph in
+ * the box, width and height, but labels no smaller than MIN_LABEL_PX; false: `scale` as set
+ * by zoom in / out. box: {width, height} of the scroll box; size: {w, h} of the drawing.
+ */
+export function zoomScale(fit, box, size, scale) {
+  if (!fit) return scale;
+  const byWidth = box.width > 0 ? (box.width - 4) / size.w : 1;
+  if (fit === "auto") return Math.max(0.75, Math.min(1.25, byWidth));
+  const byHeight = box.height > 0 ? (box.height - 4) / size.h : Infinity;
+  return Math.max(MIN_LABEL_PX / LABEL_UNITS, Math.min(1.25, byWidth, byHeight));
+}
+
 function bboxOf(elements) {
   let x1 = Infinity, y1 = Infinity, x2 = -Infinity, y2 = -Infinity;
   const add = (x, y) => {
@@ -348,19 +367,13 @@ export class GraphCanvas {
     } else this.onInspect(null, how);
   }
 
-  /**
-   * "auto" (the start): fit the box's width, enlarging at most 1.25 times and shrinking to no
-   * less than 0.75 (a bigger graph scrolls); "fit": fit the width whatever it takes; or a
-   * fixed scale (zoom in / out).
-   */
+  /** Size the picture by zoomScale (the box's height is its CSS max-height). */
   applyZoom(width = this.boxWidth) {
     if (!this.svg || !this.size) return;
-    let scale = this.scale;
-    if (this.fit) {
-      const fits = width > 0 ? (width - 4) / this.size.w : 1;
-      scale = this.fit === "auto" ? Math.max(0.75, Math.min(1.25, fits)) : Math.max(0.1, Math.min(1.25, fits));
-      this.scale = scale;
-    }
+    const height = typeof getComputedStyle === "function" ? parseFloat(getComputedStyle(this.el).maxHeight) : NaN;
+    const scale = zoomScale(this.fit, { width, height: Number.isFinite(height) ? height : 0 }, this.size, this.scale);
+    this.scale = scale;
+    this.el.dataset.labelPx = (LABEL_UNITS * scale).toFixed(1);
     this.svg.setAttribute("width", `${Math.round(this.size.w * scale)}px`);
     this.svg.setAttribute("height", `${Math.round(this.size.h * scale)}px`);
   }

@@ -91,7 +91,7 @@ export function renderInspector(container, { index, id, state = null, showValues
     { class: "mg-inspector-head" },
     h("span", { class: `mg-kind mg-kind-${node.type === "op" ? "op" : node.role}`, text: kind }),
     h("strong", { class: "mg-inspector-label", text: node.label }),
-    h("span", { class: "mg-muted", text: ` ${node.id}${why ? ` · ${why}` : ""}` }),
+    h("span", { class: "mg-muted", title: "its id in the trace (v…: a variable, f…: an op); names in the code may repeat, ids do not", text: ` id ${node.id}${why ? ` · ${why}` : ""}` }),
   );
   const dl = h("dl");
   const rel = relations(index);

@@ -1,7 +1,7 @@
 // Restyling the laid-out graph for one replay state. Every node and edge keeps what it shows
 // now (a bit mask of classes and its badge text); paint() computes what it should show and
 // writes to the DOM only where the two differ. Nothing is searched for in the SVG.
-import { shortValues, values } from "./format.js";
+import { shortValues, tagValues, values } from "./format.js";
 import { boxProgress, progressText } from "./scopes.js";
 import { nodeName } from "./a11y.js";
 
@@ -140,7 +140,7 @@ export class StepPainter {
           flags |= N["mg-has-grad"] | (g.first ? N["mg-grad-first"] : N["mg-grad-sum"]);
           if (state.done && node.role !== "param") flags |= N["mg-grad-dropped"];
           if (touched.has(id)) flags |= N["mg-grad-new"];
-          if (record.tag) tag = (g.first ? "= " : "+= ") + shortValues(g.values, node.size, 1);
+          if (record.tag) tag = (g.first ? "= " : "+= ") + tagValues(g.values, node.size);
         }
       }
       this.show(item, flags, badge, tag, node.type === "op" ? null : grads.get(id));

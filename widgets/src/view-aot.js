@@ -10,6 +10,7 @@ import { GraphPane, now, zoomControls } from "./view-common.js";
 import { PlanStrip } from "./aot-plan.js";
 import AOT_CSS from "./aot-styles.css";
 import { Player } from "./player.js";
+import { stepText } from "./counter.js";
 
 const PHASE_HINT = {
   captured: "the forward graph as captured; no backward operation derived yet",
@@ -188,7 +189,8 @@ class AotView extends Player {
     this.sentence = h("ol", { class: "mg-sentence", "aria-live": "polite" });
     this.inspector = h("div", { class: "mg-inspector", "aria-live": "polite" });
     const saves = this.index.doc.save || [];
-    this.saves = h("div", { class: "mg-saves", text: `required saves (${saves.length}): ${saves.length ? saves.join(", ") : "none"}` });
+    this.savesText = `required saves (${saves.length}): ${saves.length ? saves.join(", ") : "none"}`;
+    this.saves = h("div", { class: "mg-saves" });
     const t = this.index.doc.title;
     this.title.textContent = typeof t === "string" ? t : "";
     this.title.hidden = !this.title.textContent;
@@ -278,7 +280,7 @@ class AotView extends Player {
       for (const b of Object.values(this.buttons)) b.disabled = true;
       return;
     }
-    setText(this.counter, `step ${st.k + 1} of ${n}`);
+    setText(this.counter, stepText(st.k, n - 1));
     setText(this.phase, st.phase);
     this.phase.dataset.phase = st.phase;
     setText(this.phaseHint, PHASE_HINT[st.phase] || "");
@@ -293,6 +295,11 @@ class AotView extends Player {
       if (node && node.type === "op") lines.push(h("li", { class: "mg-ev mg-ev-emit", "data-node": id, text: `emits ${node.text || node.label}` }));
     }
     this.sentence.replaceChildren(...lines);
+    // The save list is a result of the derivation: shown from the step that finds it, not before.
+    const found = this.index.steps.findIndex((s) => s.kind === "required_saves");
+    const known = found < 0 || st.k >= found;
+    setText(this.saves, known ? this.savesText : `required saves: found at step ${found}, once every rule has run`);
+    this.saves.classList.toggle("mg-muted", !known);
     this.buttons.first.disabled = this.buttons.back.disabled = st.k <= 0;
     this.buttons.step.disabled = this.buttons.last.disabled = st.k >= n - 1;
     this.inspect();

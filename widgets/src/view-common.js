@@ -320,5 +320,5 @@ export class GraphPane {
 export function zoomControls(canvas) {
   const button = (how, text, label) =>
     h("button", { type: "button", class: "mg-zoom", "data-action": `zoom-${how}`, "aria-label": label, title: label, text, onclick: () => canvas.zoom(how) });
-  return h("span", { class: "mg-zooms" }, button("out", "−", "zoom out"), button("fit", "fit", "fit the width"), button("in", "+", "zoom in"));
+  return h("span", { class: "mg-zooms" }, button("out", "−", "zoom out"), button("fit", "fit", "the whole graph in the box (labels stay readable: a bigger graph scrolls)"), button("in", "+", "zoom in"));
 }

@@ -15,6 +15,7 @@ export function renderGraphView({ model, el, host }) {
   let options = readOptions(model, trace);
   let hovered = null;
   let pinned = null;
+  let revealed = false; // the first picture was scrolled to the output
   const drawing = new FoldedDrawing(model);
 
   const title = h("div", { class: "mg-title" });
@@ -50,6 +51,17 @@ export function renderGraphView({ model, el, host }) {
       if (how === "click") pinned = id && id !== pinned ? id : null;
       else hovered = id;
       inspect();
+    },
+    onMounted: (canvas, { anchored }) => {
+      // The text talks about the output (the loss, a leaked total): a graph wider than its box
+      // opens at its right end, where the output is drawn, not at the leaves.
+      if (anchored || revealed) return;
+      revealed = true;
+      const output = [...index.nodes.values()].find((n) => n.role === "output");
+      if (!output) return;
+      const fold = indexFolding(drawing.now().folding);
+      canvas.el.scrollLeft = canvas.el.scrollWidth;
+      canvas.reveal(fold.boxOf.get(output.id) || output.id);
     },
   });
 

@@ -4,6 +4,7 @@ import { injectStyles } from "./css.js";
 import { indexTrace, Replayer, clampFrame, frameEvents } from "./fold.js";
 import { MemoryStrip, MemoryTimeline, MemoryCompare } from "./memory.js";
 import { copyTrace, readOptions, now, afterPaint } from "./view-common.js";
+import { traceStepText } from "./counter.js";
 
 /** The frame where the arenas together use the most bytes (by their events). */
 export function peakFrame(index) {
@@ -53,6 +54,7 @@ export function renderMemoryView({ model, el }) {
   let index = indexTrace(trace);
   let replayer = new Replayer(index);
   let shown = -1;
+  let peak = peakFrame(index);
 
   const title = h("div", { class: "mg-title" });
   const strip = new MemoryStrip();
@@ -82,7 +84,9 @@ export function renderMemoryView({ model, el }) {
     timeline.setFrame(frame);
     slider.max = String(Math.max(0, index.frames.length - 1));
     slider.value = String(Math.max(0, frame));
-    setText(counter, index.frames.length ? `step ${frame + 1} of ${index.frames.length}` : "no steps recorded");
+    // (numbered as a BackwardStepper of the same trace numbers it; the view opens at the peak)
+    const at = traceStepText(frame, trace.initial_frame, index.frames.length - 1);
+    setText(counter, index.frames.length ? (frame === peak ? `${at} (the peak: most bytes in use)` : at) : "no steps recorded");
     setText(phase, state.phase);
     phase.dataset.phase = state.phase;
     sentence.replaceChildren(...frameEvents(index, frame).map((ev) => h("li", { class: `mg-ev mg-ev-${ev.type}`, text: ev.text || ev.type })));
@@ -93,6 +97,7 @@ export function renderMemoryView({ model, el }) {
   function rebuild() {
     index = indexTrace(trace);
     replayer = new Replayer(index);
+    peak = peakFrame(index);
     const o = readOptions(model, trace);
     title.textContent = o.title;
     title.hidden = !o.title;
@@ -101,7 +106,7 @@ export function renderMemoryView({ model, el }) {
   }
 
   rebuild();
-  show(peakFrame(index));
+  show(peak);
   el.dataset.engineWaitMs = "0";
   afterPaint(() => (el.dataset.firstPaintMs = (now() - t0).toFixed(1)));
 

@@ -14,6 +14,7 @@ import { MemoryStrip } from "./memory.js";
 import { FoldedDrawing, GraphPane, copyTrace, readOptions, now, zoomControls } from "./view-common.js";
 import { BOX, boxProgress, indexFolding } from "./scopes.js";
 import { Player } from "./player.js";
+import { traceStepText } from "./counter.js";
 
 const PHASE_HINT = {
   forward: "forward: the graph is being recorded; no gradients yet",
@@ -271,7 +272,7 @@ class Stepper extends Player {
       for (const b of Object.values(this.buttons)) b.disabled = true;
       return;
     }
-    setText(this.counter, `step ${frame + 1} of ${n}${live ? "+" : ""}`);
+    setText(this.counter, traceStepText(frame, this.trace.initial_frame, n - 1, live));
     setText(this.phase, state.phase);
     this.phase.dataset.phase = state.phase;
     setText(this.phaseHint, PHASE_HINT[state.phase] || "");

@@ -14,6 +14,7 @@ import { VirtualRows } from "./virtual-rows.js";
 import { TapeState } from "./tape-state.js";
 import TAPE_CSS from "./tape.css";
 import { Player } from "./player.js";
+import { stepText } from "./counter.js";
 
 const ROW_HEIGHT = 21; // px: tape.css gives .mg-row and the instruction items this height
 const HEAD_HEIGHT = 23; // the table's sticky header
@@ -96,7 +97,7 @@ class TapeView extends Player {
     if (this.slotRows) this.slotRows.dispose();
     if (this.instrRows) this.instrRows.dispose();
     const s = this.doc.slots;
-    const head = h("div", { class: "mg-row mg-head", role: "row" }, ...["slot", "name", "kind", "value", "grad", "req. grad", "uses left"].map((t) => h("span", { role: "columnheader", text: t })));
+    const head = h("div", { class: "mg-row mg-head", role: "row" }, ...["slot", "name", "kind", "value", "grad", "uses left", "req. grad"].map((t) => h("span", { role: "columnheader", text: t })));
     this.slotRows = new VirtualRows({
       pane: this.slotsPane,
       count: s.kinds.length,
@@ -136,8 +137,8 @@ class TapeView extends Player {
       h("span", { role: "cell" }, h("span", { class: "mg-kind", text: kind, title: kind === "const" ? "const: requires no grad; an op whose inputs are all const records no instruction" : kind })),
       h("span", { class: "mg-value", role: "cell", text: s.values[i] ? showValues(s.values[i], undefined, 4) + shape : "(freed)", title: s.values[i] ? showValues(s.values[i], undefined, 4) + shape : "" }),
       cell("mg-grad", ""),
-      cell("mg-rg", s.requires_grad[i] ? "yes" : "no"),
       cell("mg-uses", ""),
+      cell("mg-rg", s.requires_grad[i] ? "yes" : "no"),
     );
   }
 
@@ -148,7 +149,7 @@ class TapeView extends Player {
     const grad = st.grads[i];
     const has = grad !== null && grad !== undefined;
     setText(el.children[4], has ? showValues(grad, undefined, 4) : "—");
-    setText(el.children[6], String(st.uses[i]));
+    setText(el.children[5], String(st.uses[i]));
     const c = el.classList;
     c.toggle("mg-has-grad", has);
     c.toggle("mg-freed", st.freed[i] === 1);
@@ -196,6 +197,7 @@ class TapeView extends Player {
     }
     if (!content || content.kind !== "append" || !Array.isArray(content.frames)) return;
     this.doc.frames.push(...content.frames);
+    if (content.done) this.doc.done = true;
     this.settle();
     const k = this.wanted !== null ? this.wanted : this.shown;
     this.wanted = null;
@@ -263,7 +265,7 @@ class TapeView extends Player {
     setText(this.title, title);
     this.title.hidden = !title;
     this.live.hidden = !live;
-    setText(this.counter, `step ${frame} of ${n}${live ? "+" : ""}`);
+    setText(this.counter, stepText(frame, n, live));
     this.slider.max = String(n);
     if (this.slider.value !== String(frame)) this.slider.value = String(frame);
     const lines = this.describe(frame);
@@ -286,8 +288,9 @@ class TapeView extends Player {
     const s = doc.slots;
     if (frame === 0) {
       const consts = s.kinds.filter((k) => k === "const").length;
+      const constText = consts === 1 ? "1 const slot needs" : `${consts} const slots need`;
       return [
-        `Forward is recorded: ${s.kinds.length} slots, ${doc.instrs.length} instructions; ${consts} const slots need no grad (ops on them only were not recorded).`,
+        `Forward is recorded: ${s.kinds.length} slots, ${doc.instrs.length} instructions; ${constText} no grad (ops on them only were not recorded).`,
         `Backward starts from ${this.label(doc.output)} and runs the instructions in reverse.`,
       ];
     }

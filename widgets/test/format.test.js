@@ -1,0 +1,24 @@
+// Short text on the pictures (src/format.js): tags and names that cannot be misread.
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { tagValues, middleEllipsis, shape } from "../src/format.js";
+
+test("a vector's gradient tag is bracketed, a scalar's is its value", () => {
+  assert.equal(tagValues([1, 1, 1], 3), "[1, …]");
+  assert.equal(tagValues([-0.25], 1), "-0.25");
+});
+
+test("long names are cut in the middle, so that two with one prefix stay apart", () => {
+  const a = middleEllipsis("blocks.0.attn_norm.weight");
+  const b = middleEllipsis("blocks.0.attn_norm.output");
+  assert.notEqual(a, b);
+  assert.equal(a.length, 17);
+  assert.ok(a.startsWith("blocks.0") && a.endsWith(".weight"), a);
+  assert.equal(middleEllipsis("d_layer1"), "d_layer1");
+});
+
+test("a vector's shape is written as numpy writes it", () => {
+  assert.equal(shape([2]), "(2,)");
+  assert.equal(shape([3, 2]), "3×2");
+  assert.equal(shape([]), "scalar");
+});
