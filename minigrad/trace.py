@@ -21,7 +21,7 @@ from typing import Iterator
 from .modes import modes
 from .names import check_name
 from .tracing.backward import BackwardEvents
-from .tracing.document import SCHEMA, VERSION, build_document
+from .tracing.document import SCHEMA, VERSION, build_delta, build_document
 from .tracing.events import EventLog, values
 from .tracing.forward import ForwardEvents
 from .tracing.memory import MemoryEvents
@@ -127,6 +127,11 @@ class Recorder:
     def trace(self) -> dict:
         """The trace so far as a JSON-serialisable dict (see docs/trace.md)."""
         return build_document(self.title, self.tables, self.memory, self.log, self.backward)
+
+    def since(self, events: int, frames: int, blocks: int) -> dict:
+        """What the trace gained since a document with that many events, frames and blocks:
+        {"events", "frames", "new_blocks", "arenas"} (see tracing.document.build_delta)."""
+        return build_delta(self.log, self.memory, self.backward, events, frames, blocks)
 
 
 @contextmanager

@@ -61,3 +61,75 @@ def test_pending_and_topo_agree_when_every_link_stalls():
         grads[order] = (x.grad.copy(), w.grad.copy())
     for a, b in zip(grads["pending"], grads["topo"]):
         np.testing.assert_allclose(a, b, rtol=1e-12)
+
+
+def chain(n_ops: int):
+    x = mg.create_leaf(np.ones(4), requires_grad=True, name="x")
+    w = mg.create_leaf(np.full(4, 0.5), requires_grad=True, name="w")
+    h = x
+    for i in range(n_ops):
+        h = h.tanh() if i % 2 == 0 else h * w
+    return h.sum()
+
+
+def test_a_live_step_sends_and_builds_only_what_it_changed(monkeypatch):
+    from minigrad import trace
+    from minigrad.tracing import document
+    from minigrad.widgets import BackwardStepper
+    arena = mg.Arena("graph", 1 << 20)
+    with arena.scope():
+        loss = chain(300)
+        stepper = BackwardStepper(loss)
+        page = {k: list(stepper.trace[k]) for k in ("events", "frames", "blocks")}
+        sent, builds, expanded = [], [0], [0]
+        monkeypatch.setattr(stepper, "send", lambda content, *a, **k: sent.append(content))
+        whole, expand = trace.build_document, document.BackwardEvents.expand
+
+        def counted_build(*args):
+            builds[0] += 1
+            return whole(*args)
+
+        def counted_expand(self, entry):
+            expanded[0] += 1
+            return expand(self, entry)
+        monkeypatch.setattr(trace, "build_document", counted_build)
+        monkeypatch.setattr(document.BackwardEvents, "expand", counted_expand)
+        steps = 0
+        while stepper.live:
+            stepper.step()
+            steps += 1
+    # the whole document is built once, when backward ends (the synced `trace`), not per step
+    assert steps > 300 and builds[0] == 1, (steps, builds)
+    # each engine step's raw group is turned into events once (the seed and each node's apply)
+    assert expanded[0] <= steps + 1
+    # the page, folding the messages as view-stepper.js does, has what the document has; and no
+    # message repeats an event, a frame or a block
+    for message in sent:
+        page["events"] += message["events"]
+        page["frames"] += message["frames"]
+        page["blocks"] += message["new_blocks"]
+    final = stepper.trace
+    assert page["events"] == final["events"] and page["frames"] == final["frames"]
+    assert page["blocks"] == final["blocks"] and len(final["blocks"]) > 300
+    assert max(len(m["events"]) for m in sent) <= 12
+    assert stepper.frame == len(final["frames"]) - 1
+
+
+def test_trace_of_keeps_a_bounded_number_of_bytes_per_op():
+    import gc
+    import tracemalloc
+    per_op = {}
+    for n in (500, 2000):
+        loss = chain(n)
+        gc.collect()
+        tracemalloc.start()
+        try:
+            doc = mg.trace_of(loss)
+            per_op[n] = tracemalloc.get_traced_memory()[1] / n
+        finally:
+            tracemalloc.stop()
+        assert len(doc["nodes"]) == 2 * n + 4 and len(doc["events"]) == n + 3
+        del doc
+    # the same bytes per op at 4x the ops (a per-op record, no table that grows with the graph
+    # inside each op's entry); a few KB each: ids, labels, sentences, previews of 8 values
+    assert per_op[2000] <= 1.15 * per_op[500] and per_op[2000] < 16_000, per_op

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..engine import topo_order
-from .events import EventLog
+from .events import EventLog, gc_paused
 from .memory import MemoryEvents
 from .tables import GraphTables, describe
 
@@ -65,6 +65,7 @@ class ForwardEvents:
         if not again:   # (a recompute is one frame, closed by its "recompute" step)
             log.close_frame()
 
+    @gc_paused()
     def add_graph(self, variable) -> None:
         """Write the forward events of variable's graph as if they had been recorded.
 

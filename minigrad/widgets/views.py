@@ -107,6 +107,7 @@ class BackwardStepper(Folding):
         self._groups = compact_groups(loss, order=order)
         trace = self._recorder.trace
         self._sent_events, self._sent_frames = len(trace["events"]), len(trace["frames"])
+        self._sent_blocks = len(trace["blocks"])
         super().__init__(trace, **self._fold(trace, show_saved, max_nodes, expand),
                          show_saved=show_saved, show_values=show_values, order=order,
                          title=title or "")
@@ -170,18 +171,18 @@ class BackwardStepper(Folding):
         return self._recorder.trace if self._recorder is not None else self.trace
 
     def _publish(self) -> None:
-        # Only the new events travel; the full `trace` is re-sent when backward ends or a view
-        # that missed some asks for it (see _on_message "hello").
-        trace = self._recorder.trace
-        events, frames = trace["events"], trace["frames"]
-        self.send({"kind": "append", "events": events[self._sent_events:],
-                   "frames": frames[self._sent_frames:], "blocks": trace["blocks"],
-                   "arenas": trace["arenas"]})
-        self._sent_events, self._sent_frames = len(events), len(frames)
+        # Only what the steps added travels (and is built): the events, frames and blocks since
+        # the last message. The full `trace` is re-sent when backward ends or a view that
+        # missed some asks for it (see _on_message "hello").
+        delta = self._recorder.since(self._sent_events, self._sent_frames, self._sent_blocks)
+        self.send({"kind": "append", **delta})
+        self._sent_events += len(delta["events"])
+        self._sent_frames += len(delta["frames"])
+        self._sent_blocks += len(delta["new_blocks"])
         with self.hold_sync():
             if not self.live:
-                self.trace = trace
-            self._published = self.frame = len(frames) - 1
+                self.trace = self._recorder.trace
+            self._published = self.frame = self._sent_frames - 1
 
     @traitlets.observe("frame_seq")
     def _stale_move(self, change) -> None:
