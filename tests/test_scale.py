@@ -133,3 +133,38 @@ def test_trace_of_keeps_a_bounded_number_of_bytes_per_op():
     # the same bytes per op at 4x the ops (a per-op record, no table that grows with the graph
     # inside each op's entry); a few KB each: ids, labels, sentences, previews of 8 values
     assert per_op[2000] <= 1.15 * per_op[500] and per_op[2000] < 16_000, per_op
+
+
+def tape_chain(n_instrs: int):
+    tape = mg.tape.Tape()
+    x = tape.var(0.5)
+    h = x
+    for i in range(n_instrs):
+        h = h.sin() if i % 2 == 0 else h * x
+    return tape, x, h
+
+
+def test_kept_tape_steps_cost_what_each_step_changed():
+    import gc
+    import tracemalloc
+    per_step = {}
+    for n in (500, 2000):
+        tape, x, y = tape_chain(n)
+        gc.collect()
+        tracemalloc.start()
+        try:
+            steps = list(tape.backward_steps(y, retain=True))
+            per_step[n] = tracemalloc.get_traced_memory()[0] / n
+        finally:
+            tracemalloc.stop()
+        assert len(steps) == n
+        assert all(len(s.uses) <= len(s.instr.inputs) for s in steps)
+    # a copy of every count per step would be 8 bytes x slots: 4x the bytes per step at 4x n
+    assert per_step[2000] <= 1.2 * per_step[500], per_step
+    # and the counts are all there when read: rebuilt from the changes
+    tape, x, y = tape_chain(6)
+    counts = []
+    for step in tape.backward_steps(y, retain=True):
+        counts.append(tape.use_counts())
+    assert steps[-1].remaining == (0,) * len(tape_chain(2000)[0].values)   # every read undone
+    assert counts == [list(s.remaining) for s in tape.backward_steps(y, retain=True)]
