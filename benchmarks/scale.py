@@ -139,7 +139,7 @@ CASES = [
     Case("stepper.step() through a whole backward (live)", _stepper, _step_through, n=400,
          repeats=3),
     Case("trace_of(chain)", chain, mg.trace_of, n=2000),
-    Case("Tape.backward_steps() kept (list of steps)", tape_chain, _tape_steps, n=4000),
+    Case("Tape.backward_steps() kept (list of steps)", tape_chain, _tape_steps, n=12000),
     Case("box clicks (20, kernel side)", _click_state, _clicks, n=100),
     Case("box click then read dot and folding", _click_state, _click_then_read, n=100),
     # (aot: plan_memory, recompute policy, Executor build: added here by their owner)
