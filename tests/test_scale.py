@@ -168,3 +168,35 @@ def test_kept_tape_steps_cost_what_each_step_changed():
         counts.append(tape.use_counts())
     assert steps[-1].remaining == (0,) * len(tape_chain(2000)[0].values)   # every read undone
     assert counts == [list(s.remaining) for s in tape.backward_steps(y, retain=True)]
+
+
+def scoped_blocks(n_blocks: int):
+    rng = np.random.default_rng(0)
+    h = mg.create_leaf(rng.normal(size=(2, 3)), name="x")
+    for i in range(n_blocks):
+        with mg.name_scope(f"blocks.{i}"):
+            W = mg.create_leaf(rng.normal(size=(3, 3)), requires_grad=True, name="W")
+            with mg.name_scope("act"):
+                h = (h @ W).tanh()
+    return (h * h).sum()
+
+
+def test_a_box_click_costs_the_kernel_no_drawing(monkeypatch):
+    from minigrad.widgets import GraphView, views
+    view = GraphView(scoped_blocks(30), max_nodes=20)
+    drawn = []
+    to_dot, folding = views.to_dot, views.folding
+    monkeypatch.setattr(views, "to_dot", lambda *a, **k: drawn.append("dot") or to_dot(*a, **k))
+    monkeypatch.setattr(views, "folding",
+                        lambda *a, **k: drawn.append("fold") or folding(*a, **k))
+    for scope in ("blocks.3", "blocks.7", "blocks.7.act"):
+        view.set_state({"expanded": [scope]})   # as the page sends a click
+    assert drawn == []                          # the page draws it (refold.js)
+    # what Python reads is still the drawing of what is open, made once when read
+    assert 'id="c:blocks.7.act"' not in view.dot   # blocks.7 closed: its inner scope is hidden
+    assert view.folding["frames"] == [] and "s:blocks.7" in view.folding["boxes"]
+    assert drawn == ["fold", "dot"]
+    view.set_state({"expanded": ["blocks.7", "blocks.7.act"]})
+    assert 'id="c:blocks.7.act"' in view.dot and "s:blocks.7" not in view.folding["boxes"]
+    assert view.folding["frames"] == ["c:blocks.7", "c:blocks.7.act"]
+    assert drawn == ["fold", "dot"] * 2

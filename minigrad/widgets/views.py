@@ -36,6 +36,7 @@ class Folding(TraceWidget):
         self._fold_trace, self._fold_saved, self._fold_budget = trace, show_saved, max_nodes
         fold = folding(trace, max_nodes, expand)
         self._fold_paths, self._fold_opened = fold["paths"], fold["opened"]
+        self._drawn_for = None   # (the traits below hold the drawing of fold["opened"])
         table = scope_table(trace, fold["paths"])
         if table:
             table["style"] = dot_style(show_saved)
@@ -55,12 +56,32 @@ class Folding(TraceWidget):
     def _refold(self, change) -> None:
         if not hasattr(self, "_fold_paths") or set(change["new"]) == self._fold_opened:
             return
-        opened = without_orphans(self._fold_paths, set(change["new"]))
         self._fold_opened = set(change["new"])
-        fold = folding(self._fold_trace, self._fold_budget, opened=opened, paths=self._fold_paths)
-        with self.hold_sync():
-            self.dot = to_dot(self._fold_trace, show_saved=self._fold_saved, fold=fold)
-            self.folding = _folding_trait(fold)
+        # The page draws any choice of open scopes itself (scope_table), so `dot` and `folding`
+        # are for Python readers only (save_html, a test): forget them here and make them when
+        # read (the defaults below). A box click then costs the kernel nothing; rebuilding
+        # them on every click took ~100 ms on a lesson's big graph.
+        self._trait_values.pop("dot", None)
+        self._trait_values.pop("folding", None)
+
+    @traitlets.default("dot")
+    def _dot_now(self) -> str:
+        return self._drawing()["dot"]
+
+    @traitlets.default("folding")
+    def _folding_now(self) -> dict:
+        return self._drawing()["folding"]
+
+    def _drawing(self) -> dict:
+        """The DOT and box table for the scopes open now, made once per choice of open scopes."""
+        if self._drawn_for != self._fold_opened:
+            opened = without_orphans(self._fold_paths, self._fold_opened)
+            fold = folding(self._fold_trace, self._fold_budget, opened=opened,
+                           paths=self._fold_paths)
+            self._drawn = {"dot": to_dot(self._fold_trace, show_saved=self._fold_saved, fold=fold),
+                           "folding": _folding_trait(fold)}
+            self._drawn_for = set(self._fold_opened)
+        return self._drawn
 
 
 def _folding_trait(fold: dict) -> dict:
