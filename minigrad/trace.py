@@ -128,6 +128,12 @@ class Recorder:
         """The trace so far as a JSON-serialisable dict (see docs/trace.md)."""
         return build_document(self.title, self.tables, self.memory, self.log, self.backward)
 
+    def final_trace(self) -> dict:
+        """The trace, made of the recorder's own dicts instead of copies: for a recorder that
+        records nothing more (trace_of, a GraphView)."""
+        return build_document(self.title, self.tables, self.memory, self.log, self.backward,
+                              copy=False)
+
     def since(self, events: int, frames: int, blocks: int) -> dict:
         """What the trace gained since a document with that many events, frames and blocks:
         {"events", "frames", "new_blocks", "arenas"} (see tracing.document.build_delta)."""
@@ -151,4 +157,4 @@ def record(title: str | None = None) -> Iterator[Recorder]:
 
 def trace_of(variable: Variable, title: str | None = None) -> dict:
     """The forward half of a trace, read off an existing graph (no recording needed)."""
-    return Recorder(title).add_graph(variable).trace
+    return Recorder(title).add_graph(variable).final_trace()

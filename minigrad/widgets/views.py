@@ -99,7 +99,7 @@ class GraphView(Folding):
 
     def __init__(self, variable: Variable, *, show_saved: bool = True, show_values: bool = False,
                  title: str | None = None, max_nodes: int = MAX_NODES, expand=()) -> None:
-        trace = Recorder(title).add_graph(variable).trace
+        trace = Recorder(title).add_graph(variable).final_trace()
         super().__init__(trace, **self._fold(trace, show_saved, max_nodes, expand),
                          show_saved=show_saved, show_values=show_values, title=title or "")
 
