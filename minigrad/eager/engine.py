@@ -14,6 +14,7 @@ steps.py, and memory reuse in the allocators (Pool's use counts): each is one ca
 """
 from __future__ import annotations
 
+import heapq
 import random
 from typing import Iterator
 
@@ -188,6 +189,7 @@ def run_pending(loss, stepping: bool, shuffle):
         return
     pick = list.pop if shuffle is None else _random_pick(shuffle)   # any ready node will do
     ready, reached = [root], [root]
+    waiting = _Waiting(reached)
     steps = [] if stepping else None
     while ready:
         node = pick(ready)
@@ -197,7 +199,7 @@ def run_pending(loss, stepping: bool, shuffle):
         if stepping:
             yield steps
             steps = []
-        if not ready and (stalled := _stalled_node(reached)) is not None:
+        if not ready and (stalled := waiting.newest()) is not None:
             # Its remaining consumers are not on the loss's path: no more gradient can arrive.
             ready.append(stalled)
             if stepping:
@@ -271,15 +273,30 @@ def _seed(loss):
     return seed
 
 
-def _stalled_node(reached):
-    """The newest node that holds a gradient but has not run, or None.
+class _Waiting:
+    """The nodes that hold a gradient but have not run; newest() is the newest of them, or None.
 
     When the ready queue runs dry while such nodes remain, their pending counts include consumers
     that the loss does not depend on. The newest one (highest seq) cannot be waiting for any node
     that will still run: every consumer is created after its inputs.
+
+    The plain idea is `max((n for n in reached if not n.released), key=seq)`. Asked at every
+    stall it rescans all that was reached, and a chain whose every link feeds an unused branch
+    stalls at every link: O(n²). So the reached nodes go on a heap by seq as they come (each
+    goes in once and, once it has run, out once): n log n for a whole backward.
     """
-    waiting = [n for n in reached if not n.released]
-    return max(waiting, key=lambda n: n.seq) if waiting else None
+
+    def __init__(self, reached: list):
+        self.reached, self.heap, self.fed = reached, [], 0
+
+    def newest(self):
+        reached, heap = self.reached, self.heap
+        for node in reached[self.fed:]:                 # reached since the last call
+            heapq.heappush(heap, (-node.seq, id(node), node))
+        self.fed = len(reached)
+        while heap and heap[0][2].released:             # ran since: not waiting any more
+            heapq.heappop(heap)
+        return heap[0][2] if heap else None
 
 
 def _random_pick(shuffle):

@@ -46,8 +46,37 @@ class TapeStep(NamedTuple):
     position: int                 # index into tape.instrs
     instr: Instr
     grad_writes: tuple            # (slot, its grad after this step) for every grad it wrote
-    remaining: tuple              # use count of every slot after this step
+    uses: tuple                   # (slot, its use count after this step) for every slot it read
     freed: tuple                  # slots whose value is no longer needed (and not a var)
+    walk: "UseCountLog | None" = None   # the use counts of the whole walk (see remaining)
+    index: int = 0                # this step's place in the walk
+
+    @property
+    def remaining(self) -> tuple:
+        """The use count of every slot after this step (rebuilt from the walk's changes)."""
+        return self.walk.after(self.index)
+
+
+class UseCountLog:
+    """The use counts of one backward_steps walk: the counts before it and what each step
+    changed. The plain idea is a copy of every slot's count in every step, which makes keeping
+    the steps of n instructions cost n² (x15 for 4x the instructions, benchmarks/scale.py);
+    a step keeps its own reads instead, and `remaining` is rebuilt for the steps one reads."""
+
+    def __init__(self, counts: list):
+        self.start, self.changes = tuple(counts), []
+
+    def step(self, position, instr, writes, remaining: list, freed) -> TapeStep:
+        uses = tuple((slot, remaining[slot]) for slot in dict.fromkeys(instr.inputs))
+        self.changes.append(uses)
+        return TapeStep(position, instr, writes, uses, freed, self, len(self.changes) - 1)
+
+    def after(self, index: int) -> tuple:
+        counts = list(self.start)
+        for uses in self.changes[:index + 1]:
+            for slot, count in uses:
+                counts[slot] = count
+        return tuple(counts)
 
 
 class SlotValueError(MinigradError, ValueError):
@@ -389,6 +418,7 @@ class Tape:
         produced = {instr.output for instr in instrs}
         self._remaining = None
         remaining = self._remaining = self.use_counts()
+        walk = UseCountLog(remaining) if snapshot else None   # (what a kept step keeps)
         try:
             for position in reversed(range(len(instrs))):
                 instr = instrs[position]
@@ -397,8 +427,8 @@ class Tape:
                     remaining[i] -= 1
                 freed = () if retain else self._dead(instr, remaining, produced)
                 self._release(freed)
-                yield TapeStep(position, instr, writes,
-                               tuple(remaining) if snapshot else remaining, freed)
+                yield (walk.step(position, instr, writes, remaining, freed) if snapshot
+                       else TapeStep(position, instr, writes, (), freed))
         finally:   # finished or abandoned: use_counts() reports the recording again
             if self._remaining is remaining:
                 self._remaining = None

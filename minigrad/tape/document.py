@@ -96,12 +96,11 @@ def step_frame(step, remaining_before: list) -> dict:
     `remaining_before` is the use count of every slot before the step; it is updated in place,
     so the next call compares with the counts after this step."""
     changed = []
-    # Only the instruction's own slots can change count (it reads its inputs once each), so
-    # only those are compared: a step costs O(inputs), not O(slots).
-    for slot in dict.fromkeys((*step.instr.inputs, step.instr.output)):
-        count = int(step.remaining[slot])
+    # A step keeps the counts of the slots it read (step.uses): a step costs O(inputs), not
+    # O(slots). (Its output's count is not read by its own step: it does not change.)
+    for slot, count in step.uses:
         if remaining_before[slot] != count:
-            changed.append([int(slot), count])
+            changed.append([int(slot), int(count)])
             remaining_before[slot] = count
     return {
         "position": int(step.position),

@@ -6,7 +6,7 @@ import numpy as np
 from ..eager.engine import topo_order
 from ..eager.function import Function
 from ..names import shape_text
-from .events import EventLog
+from .events import EventLog, gc_paused
 from .memory import MemoryEvents
 from .tables import GraphTables, sentence_name
 
@@ -67,6 +67,7 @@ class ForwardEvents:
         if not again:   # (a recompute is one frame, closed by its "recompute" step)
             log.close_frame()
 
+    @gc_paused()
     def add_graph(self, variable) -> None:
         """Write the forward events of variable's graph as if they had been recorded.
 

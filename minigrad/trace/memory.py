@@ -13,6 +13,7 @@ class MemoryEvents:
         self.ids, self.log = ids, log
         self.arenas: dict[int, dict] = {}
         self.blocks: dict[str, dict] = {}
+        self.in_order: list[dict] = []      # the same entries, as met (a live view sends the new)
 
     def on_alloc(self, block) -> None:
         entry = self.block(block, fresh=True)
@@ -66,6 +67,7 @@ class MemoryEvents:
             self.blocks[block_id] = {"id": block_id, "arena": None,
                                      "offset": int(block.offset), "nbytes": int(block.nbytes),
                                      "kind": block.kind, "owner": str(block.owner or "")}
+            self.in_order.append(self.blocks[block_id])
             self.blocks[block_id]["arena"] = self.arena(block.allocator)
             if not fresh:
                 self._reconstructed_alloc(block)

@@ -16,7 +16,7 @@ from typing import Iterator
 from ..modes import modes
 from ..names import check_name
 from .backward import BackwardEvents
-from .document import SCHEMA, VERSION, build_document
+from .document import SCHEMA, VERSION, build_delta, build_document
 from .events import EventLog, values
 from .forward import ForwardEvents
 from .memory import MemoryEvents
@@ -123,6 +123,17 @@ class Recorder:
         """The trace so far as a JSON-serialisable dict (see docs/trace.md)."""
         return build_document(self.title, self.tables, self.memory, self.log, self.backward)
 
+    def final_trace(self) -> dict:
+        """The trace, made of the recorder's own dicts instead of copies: for a recorder that
+        records nothing more (trace_of, a GraphView)."""
+        return build_document(self.title, self.tables, self.memory, self.log, self.backward,
+                              copy=False)
+
+    def since(self, events: int, frames: int, blocks: int) -> dict:
+        """What the trace gained since a document with that many events, frames and blocks:
+        {"events", "frames", "new_blocks", "arenas"} (see tracing.document.build_delta)."""
+        return build_delta(self.log, self.memory, self.backward, events, frames, blocks)
+
 
 @contextmanager
 def record(title: str | None = None) -> Iterator[Recorder]:
@@ -141,4 +152,4 @@ def record(title: str | None = None) -> Iterator[Recorder]:
 
 def trace_of(variable: Variable, title: str | None = None) -> dict:
     """The forward half of a trace, read off an existing graph (no recording needed)."""
-    return Recorder(title).add_graph(variable).trace
+    return Recorder(title).add_graph(variable).final_trace()

@@ -36,6 +36,7 @@ class Folding(TraceWidget):
         self._fold_trace, self._fold_saved, self._fold_budget = trace, show_saved, max_nodes
         fold = folding(trace, max_nodes, expand)
         self._fold_paths, self._fold_opened = fold["paths"], fold["opened"]
+        self._drawn_for = None   # (the traits below hold the drawing of fold["opened"])
         table = scope_table(trace, fold["paths"])
         if table:
             table["style"] = dot_style(show_saved)
@@ -55,12 +56,32 @@ class Folding(TraceWidget):
     def _refold(self, change) -> None:
         if not hasattr(self, "_fold_paths") or set(change["new"]) == self._fold_opened:
             return
-        opened = without_orphans(self._fold_paths, set(change["new"]))
         self._fold_opened = set(change["new"])
-        fold = folding(self._fold_trace, self._fold_budget, opened=opened, paths=self._fold_paths)
-        with self.hold_sync():
-            self.dot = to_dot(self._fold_trace, show_saved=self._fold_saved, fold=fold)
-            self.folding = _folding_trait(fold)
+        # The page draws any choice of open scopes itself (scope_table), so `dot` and `folding`
+        # are for Python readers only (save_html, a test): forget them here and make them when
+        # read (the defaults below). A box click then costs the kernel nothing; rebuilding
+        # them on every click took ~100 ms on a lesson's big graph.
+        self._trait_values.pop("dot", None)
+        self._trait_values.pop("folding", None)
+
+    @traitlets.default("dot")
+    def _dot_now(self) -> str:
+        return self._drawing()["dot"]
+
+    @traitlets.default("folding")
+    def _folding_now(self) -> dict:
+        return self._drawing()["folding"]
+
+    def _drawing(self) -> dict:
+        """The DOT and box table for the scopes open now, made once per choice of open scopes."""
+        if self._drawn_for != self._fold_opened:
+            opened = without_orphans(self._fold_paths, self._fold_opened)
+            fold = folding(self._fold_trace, self._fold_budget, opened=opened,
+                           paths=self._fold_paths)
+            self._drawn = {"dot": to_dot(self._fold_trace, show_saved=self._fold_saved, fold=fold),
+                           "folding": _folding_trait(fold)}
+            self._drawn_for = set(self._fold_opened)
+        return self._drawn
 
 
 def _folding_trait(fold: dict) -> dict:
@@ -78,7 +99,7 @@ class GraphView(Folding):
 
     def __init__(self, variable: Variable, *, show_saved: bool = True, show_values: bool = False,
                  title: str | None = None, max_nodes: int = MAX_NODES, expand=()) -> None:
-        trace = Recorder(title).add_graph(variable).trace
+        trace = Recorder(title).add_graph(variable).final_trace()
         super().__init__(trace, **self._fold(trace, show_saved, max_nodes, expand),
                          show_saved=show_saved, show_values=show_values, title=title or "")
 
@@ -107,6 +128,7 @@ class BackwardStepper(Folding):
         self._groups = compact_groups(loss, order=order)
         trace = self._recorder.trace
         self._sent_events, self._sent_frames = len(trace["events"]), len(trace["frames"])
+        self._sent_blocks = len(trace["blocks"])
         super().__init__(trace, **self._fold(trace, show_saved, max_nodes, expand),
                          show_saved=show_saved, show_values=show_values, order=order,
                          title=title or "")
@@ -176,18 +198,18 @@ class BackwardStepper(Folding):
         return self._recorder.trace if self._recorder is not None else self.trace
 
     def _publish(self) -> None:
-        # Only the new events travel; the full `trace` is re-sent when backward ends or a view
-        # that missed some asks for it (see _on_message "hello").
-        trace = self._recorder.trace
-        events, frames = trace["events"], trace["frames"]
-        self.send({"kind": "append", "events": events[self._sent_events:],
-                   "frames": frames[self._sent_frames:], "blocks": trace["blocks"],
-                   "arenas": trace["arenas"]})
-        self._sent_events, self._sent_frames = len(events), len(frames)
+        # Only what the steps added travels (and is built): the events, frames and blocks since
+        # the last message. The full `trace` is re-sent when backward ends or a view that
+        # missed some asks for it (see _on_message "hello").
+        delta = self._recorder.since(self._sent_events, self._sent_frames, self._sent_blocks)
+        self.send({"kind": "append", **delta})
+        self._sent_events += len(delta["events"])
+        self._sent_frames += len(delta["frames"])
+        self._sent_blocks += len(delta["new_blocks"])
         with self.hold_sync():
             if not self.live:
-                self.trace = trace
-            self._published = self.frame = len(frames) - 1
+                self.trace = self._recorder.trace
+            self._published = self.frame = self._sent_frames - 1
 
     @traitlets.observe("frame_seq")
     def _stale_move(self, change) -> None:

@@ -192,6 +192,7 @@ class Stepper extends Player {
     if (Array.isArray(content.events)) t.events.push(...content.events);
     if (Array.isArray(content.frames)) t.frames.push(...content.frames);
     if (Array.isArray(content.blocks)) t.blocks = content.blocks;
+    if (Array.isArray(content.new_blocks)) t.blocks.push(...content.new_blocks); // (only the new ones travel)
     if (Array.isArray(content.arenas)) t.arenas = content.arenas;
     this.reindex();
     this.replayer.extend(this.index);

@@ -1,0 +1,189 @@
+"""Cost that grows with the work: each case at n and at 4n, and the ratio of the two times.
+
+A part that is linear in the size of its work costs about 4x at 4n; n log n a little more. Each
+case prints
+
+    scale <what>: n=… t=…ms 4n=… t=…ms ratio=… (target ≤ 4.5)
+
+with t the median of a few repeats of the CPU time this process spent (time.process_time: on a
+shared machine the wall clock also counts other people's work), the n and 4n runs interleaved.
+n is chosen so the small run takes at least about 50 ms; the ratio, not the time, is the
+figure. Tests pin the algorithms themselves (nodes visited,
+bytes kept per step: tests/test_scale.py); this file shows what a user waits for.
+
+    python benchmarks/scale.py            # every case
+    python benchmarks/scale.py trace_of   # the cases whose name contains "trace_of"
+
+Python's cyclic garbage collector is part of what a user waits for, so `ratio` includes it. It
+does not grow with the work in steps of the same size: a full collection rescans every container
+alive and comes when the heap has grown by a quarter, so 4x the objects can bring 3 full
+collections where n brought 1, and a bigger heap misses the caches more. Each line also gives
+the ratio with the collector paused (measured in the same rounds): the part's own algorithm.
+
+Adding a case: write `def build(n) -> run` (untimed setup; `run()` is the timed work, called
+once per repeat, so it sets up again whatever it consumes outside the timer via `prepare`) and
+list it in CASES with its n and target.
+"""
+from __future__ import annotations
+
+import os
+
+for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")   # before numpy loads its BLAS: the same floor every run
+
+import gc  # noqa: E402
+import statistics  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+from typing import Callable, NamedTuple  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+import minigrad as mg  # noqa: E402
+
+
+class Case(NamedTuple):
+    what: str                          # printed after "scale "
+    prepare: Callable                  # n -> state (untimed: graphs a run consumes are made here)
+    run: Callable                      # state -> None (timed)
+    n: int
+    target: float = 4.5                # 5.0 where n log n is the honest bound
+    repeats: int = 5
+
+
+# -- graphs -------------------------------------------------------------------------------------
+
+def chain(n_ops: int):
+    """n_ops tiny ops in a row (tanh and mul alternately) and a sum: the loss."""
+    x = mg.create_leaf(np.ones(4), requires_grad=True, name="x")
+    w = mg.create_leaf(np.full(4, 0.5), requires_grad=True, name="w")
+    h = x
+    for i in range(n_ops):
+        h = h.tanh() if i % 2 == 0 else h * w
+    return h.sum()
+
+
+def chain_with_unused_consumers(n_ops: int):
+    """A chain whose every link also feeds a branch the loss does not use (a value logged, a
+    metric): each link's pending count waits for a consumer that never sends a gradient."""
+    x = mg.create_leaf(np.ones(4), requires_grad=True, name="x")
+    w = mg.create_leaf(np.full(4, 0.5), requires_grad=True, name="w")
+    h = x
+    for _ in range(n_ops // 2):
+        h = h * w
+        h.exp()                        # the unused consumer (dropped at once)
+    return h.sum()
+
+
+def scoped_blocks(n_blocks: int):
+    """n_blocks blocks of a few ops, each in a scope: the graph a lesson draws as boxes."""
+    rng = np.random.default_rng(0)
+    h = mg.create_leaf(rng.normal(size=(2, 3)), name="x")
+    for i in range(n_blocks):
+        with mg.name_scope(f"blocks.{i}"):
+            W = mg.create_leaf(rng.normal(size=(3, 3)), requires_grad=True, name="W")
+            with mg.name_scope("act"):
+                h = (h @ W).tanh()
+    return (h * h).sum()
+
+
+def tape_chain(n_instrs: int):
+    tape = mg.tape.Tape()
+    x = tape.var(0.5)
+    h = x
+    for i in range(n_instrs):
+        h = h.sin() if i % 2 == 0 else h * x
+    return tape, h
+
+
+# -- the cases ----------------------------------------------------------------------------------
+
+def _pending(loss):
+    loss.backward(order="pending")
+
+
+def _stepper(n_ops: int):
+    from minigrad.widgets import BackwardStepper
+    return BackwardStepper(chain(n_ops))
+
+
+def _step_through(stepper) -> None:
+    while stepper.live:
+        stepper.step()
+
+
+def _tape_steps(state) -> None:
+    tape, out = state
+    kept = list(tape.backward_steps(out, retain=True))
+    assert kept
+
+
+def _click_state(n_blocks: int):
+    from minigrad.widgets import GraphView
+    view = GraphView(scoped_blocks(n_blocks), max_nodes=40)
+    scopes = view.scope_table["scopes"]
+    return view, [[scopes[i]] for i in range(0, len(scopes), 2)][:20]
+
+
+def _clicks(state) -> None:
+    """Twenty box clicks as the page sends them (a comm message setting `expanded`)."""
+    view, clicks = state
+    for expanded in clicks:
+        view.set_state({"expanded": expanded})
+
+
+def _click_then_read(state) -> None:
+    """One click, then Python reads the drawing (as save_html or a test does)."""
+    view, clicks = state
+    view.set_state({"expanded": clicks[1]})
+    assert view.dot and view.folding
+
+
+CASES = [
+    Case("pending scheduler, unused consumers (backward)", chain_with_unused_consumers, _pending,
+         n=16000, target=5.0),
+    Case("stepper.step() through a whole backward (live)", _stepper, _step_through, n=400,
+         repeats=3),
+    Case("trace_of(chain)", chain, mg.trace_of, n=2000),
+    Case("Tape.backward_steps() kept (list of steps)", tape_chain, _tape_steps, n=12000),
+    Case("box clicks (20, kernel side)", _click_state, _clicks, n=100),
+    Case("box click then read dot and folding", _click_state, _click_then_read, n=500),
+    # (aot: plan_memory, recompute policy, Executor build: added here by their owner)
+]
+
+
+def measure(case: Case) -> dict:
+    """Median CPU seconds of case.run at n and at 4n, with Python's cyclic collector running
+    and paused: {(n, gc_on): seconds}, every size and setting interleaved in each round."""
+    times: dict[tuple, list] = {(n, on): [] for n in (case.n, 4 * case.n) for on in (True, False)}
+    for _ in range(case.repeats):
+        for n, gc_on in times:
+            state = case.prepare(n)
+            gc.collect()
+            if not gc_on:
+                gc.disable()
+            start = time.process_time()
+            case.run(state)
+            times[n, gc_on].append(time.process_time() - start)
+            gc.enable()
+            del state
+    return {key: statistics.median(seconds) for key, seconds in times.items()}
+
+
+def main(argv: list[str]) -> int:
+    mg.set_debug(False)
+    chosen = [c for c in CASES if not argv or any(a in c.what for a in argv)]
+    over = 0
+    for case in chosen:
+        t = measure(case)
+        small, big = t[case.n, True], t[4 * case.n, True]
+        ratio, paused = big / small, t[4 * case.n, False] / t[case.n, False]
+        over += ratio > case.target
+        print(f"scale {case.what}: n={case.n} t={small * 1e3:.1f}ms 4n={4 * case.n} "
+              f"t={big * 1e3:.1f}ms ratio={ratio:.2f} (target ≤ {case.target:g}; "
+              f"cyclic gc paused: ratio={paused:.2f})", flush=True)
+    return 1 if over else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,202 @@
+"""Cost that grows with the work (issue 20): the algorithms, pinned by what they touch.
+
+Timings are for benchmarks/scale.py; here each part is made to count what it reads or keeps, on a
+graph big enough that a quadratic walk would be off by orders of magnitude, and the count is held
+to a small multiple of the size of the work.
+"""
+from __future__ import annotations
+
+from contextlib import contextmanager
+
+import numpy as np
+
+import minigrad as mg
+from minigrad.function import Function
+
+
+def chain_with_unused_consumers(links: int):
+    """Every link of the chain also feeds a branch the loss does not use."""
+    x = mg.create_leaf(np.ones(3), requires_grad=True, name="x")
+    w = mg.create_leaf(np.full(3, 0.5), requires_grad=True, name="w")
+    h = x
+    for _ in range(links):
+        h = h * w
+        h.exp()                      # an unused consumer: h's pending count never reaches 0
+    return x, w, h.sum()
+
+
+@contextmanager
+def counting_released_reads():
+    """Count every read of node.released (the scheduler's test of "has this node run?")."""
+    slot = Function.__dict__["released"]
+    reads = [0]
+
+    def read(node):
+        reads[0] += 1
+        return slot.__get__(node, type(node))
+
+    Function.released = property(read, slot.__set__)
+    try:
+        yield reads
+    finally:
+        Function.released = slot
+
+
+def test_pending_scheduler_looks_at_each_node_a_few_times_when_every_link_stalls():
+    links = 1500
+    x, w, loss = chain_with_unused_consumers(links)
+    with counting_released_reads() as reads:
+        loss.backward(order="pending")
+    # ~links stalls; a rescan of everything reached at each would read ~links²/2 = 1.1 million
+    assert reads[0] <= 12 * links, reads[0]
+    np.testing.assert_allclose(w.grad, links * 0.5 ** (links - 1) * np.ones(3), rtol=1e-9)
+    assert x.grad is not None
+
+
+def test_pending_and_topo_agree_when_every_link_stalls():
+    grads = {}
+    for order in ("pending", "topo"):
+        x, w, loss = chain_with_unused_consumers(40)
+        loss.backward(order=order)
+        grads[order] = (x.grad.copy(), w.grad.copy())
+    for a, b in zip(grads["pending"], grads["topo"]):
+        np.testing.assert_allclose(a, b, rtol=1e-12)
+
+
+def chain(n_ops: int):
+    x = mg.create_leaf(np.ones(4), requires_grad=True, name="x")
+    w = mg.create_leaf(np.full(4, 0.5), requires_grad=True, name="w")
+    h = x
+    for i in range(n_ops):
+        h = h.tanh() if i % 2 == 0 else h * w
+    return h.sum()
+
+
+def test_a_live_step_sends_and_builds_only_what_it_changed(monkeypatch):
+    from minigrad import trace
+    from minigrad.tracing import document
+    from minigrad.widgets import BackwardStepper
+    arena = mg.Arena("graph", 1 << 20)
+    with arena.scope():
+        loss = chain(300)
+        stepper = BackwardStepper(loss)
+        page = {k: list(stepper.trace[k]) for k in ("events", "frames", "blocks")}
+        sent, builds, expanded = [], [0], [0]
+        monkeypatch.setattr(stepper, "send", lambda content, *a, **k: sent.append(content))
+        whole, expand = trace.build_document, document.BackwardEvents.expand
+
+        def counted_build(*args):
+            builds[0] += 1
+            return whole(*args)
+
+        def counted_expand(self, entry):
+            expanded[0] += 1
+            return expand(self, entry)
+        monkeypatch.setattr(trace, "build_document", counted_build)
+        monkeypatch.setattr(document.BackwardEvents, "expand", counted_expand)
+        steps = 0
+        while stepper.live:
+            stepper.step()
+            steps += 1
+    # the whole document is built once, when backward ends (the synced `trace`), not per step
+    assert steps > 300 and builds[0] == 1, (steps, builds)
+    # each engine step's raw group is turned into events once (the seed and each node's apply)
+    assert expanded[0] <= steps + 1
+    # the page, folding the messages as view-stepper.js does, has what the document has; and no
+    # message repeats an event, a frame or a block
+    for message in sent:
+        page["events"] += message["events"]
+        page["frames"] += message["frames"]
+        page["blocks"] += message["new_blocks"]
+    final = stepper.trace
+    assert page["events"] == final["events"] and page["frames"] == final["frames"]
+    assert page["blocks"] == final["blocks"] and len(final["blocks"]) > 300
+    assert max(len(m["events"]) for m in sent) <= 12
+    assert stepper.frame == len(final["frames"]) - 1
+
+
+def test_trace_of_keeps_a_bounded_number_of_bytes_per_op():
+    import gc
+    import tracemalloc
+    per_op = {}
+    for n in (500, 2000):
+        loss = chain(n)
+        gc.collect()
+        tracemalloc.start()
+        try:
+            doc = mg.trace_of(loss)
+            per_op[n] = tracemalloc.get_traced_memory()[1] / n
+        finally:
+            tracemalloc.stop()
+        assert len(doc["nodes"]) == 2 * n + 4 and len(doc["events"]) == n + 3
+        del doc
+    # the same bytes per op at 4x the ops (a per-op record, no table that grows with the graph
+    # inside each op's entry); about 4 KB each: ids, labels, sentences, previews of 8 values
+    assert per_op[2000] <= 1.15 * per_op[500] and per_op[2000] < 8_000, per_op
+
+
+def tape_chain(n_instrs: int):
+    tape = mg.tape.Tape()
+    x = tape.var(0.5)
+    h = x
+    for i in range(n_instrs):
+        h = h.sin() if i % 2 == 0 else h * x
+    return tape, x, h
+
+
+def test_kept_tape_steps_cost_what_each_step_changed():
+    import gc
+    import tracemalloc
+    per_step = {}
+    for n in (500, 2000):
+        tape, x, y = tape_chain(n)
+        gc.collect()
+        tracemalloc.start()
+        try:
+            steps = list(tape.backward_steps(y, retain=True))
+            per_step[n] = tracemalloc.get_traced_memory()[0] / n
+        finally:
+            tracemalloc.stop()
+        assert len(steps) == n
+        assert all(len(s.uses) <= len(s.instr.inputs) for s in steps)
+    # a copy of every count per step would be 8 bytes x slots: 4x the bytes per step at 4x n
+    assert per_step[2000] <= 1.2 * per_step[500], per_step
+    # and the counts are all there when read: rebuilt from the changes
+    tape, x, y = tape_chain(6)
+    counts = []
+    for step in tape.backward_steps(y, retain=True):
+        counts.append(tape.use_counts())
+    assert steps[-1].remaining == (0,) * len(tape_chain(2000)[0].values)   # every read undone
+    assert counts == [list(s.remaining) for s in tape.backward_steps(y, retain=True)]
+
+
+def scoped_blocks(n_blocks: int):
+    rng = np.random.default_rng(0)
+    h = mg.create_leaf(rng.normal(size=(2, 3)), name="x")
+    for i in range(n_blocks):
+        with mg.name_scope(f"blocks.{i}"):
+            W = mg.create_leaf(rng.normal(size=(3, 3)), requires_grad=True, name="W")
+            with mg.name_scope("act"):
+                h = (h @ W).tanh()
+    return (h * h).sum()
+
+
+def test_a_box_click_costs_the_kernel_no_drawing(monkeypatch):
+    from minigrad.widgets import GraphView, views
+    view = GraphView(scoped_blocks(30), max_nodes=20)
+    drawn = []
+    to_dot, folding = views.to_dot, views.folding
+    monkeypatch.setattr(views, "to_dot", lambda *a, **k: drawn.append("dot") or to_dot(*a, **k))
+    monkeypatch.setattr(views, "folding",
+                        lambda *a, **k: drawn.append("fold") or folding(*a, **k))
+    for scope in ("blocks.3", "blocks.7", "blocks.7.act"):
+        view.set_state({"expanded": [scope]})   # as the page sends a click
+    assert drawn == []                          # the page draws it (refold.js)
+    # what Python reads is still the drawing of what is open, made once when read
+    assert 'id="c:blocks.7.act"' not in view.dot   # blocks.7 closed: its inner scope is hidden
+    assert view.folding["frames"] == [] and "s:blocks.7" in view.folding["boxes"]
+    assert drawn == ["fold", "dot"]
+    view.set_state({"expanded": ["blocks.7", "blocks.7.act"]})
+    assert 'id="c:blocks.7.act"' in view.dot and "s:blocks.7" not in view.folding["boxes"]
+    assert view.folding["frames"] == ["c:blocks.7", "c:blocks.7.act"]
+    assert drawn == ["fold", "dot"] * 2
