@@ -41,6 +41,9 @@ import numpy as np  # noqa: E402
 
 import minigrad as mg  # noqa: E402
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))   # (run from anywhere)
+import scale_aot  # noqa: E402
+
 
 class Case(NamedTuple):
     what: str                          # printed after "scale "
@@ -148,8 +151,10 @@ CASES = [
     Case("Tape.backward_steps() kept (list of steps)", tape_chain, _tape_steps, n=12000),
     Case("box clicks (20, kernel side)", _click_state, _clicks, n=100),
     Case("box click then read dot and folding", _click_state, _click_then_read, n=500),
-    # (aot: plan_memory, recompute policy, Executor build: added here by their owner)
 ]
+# The ahead-of-time steps (derive, both memory plans, the Executor build) on an MLP of n layers:
+# their cases live in scale_aot.py, beside the workload, and run here too.
+CASES += [Case(what, prepare, run, n=800, repeats=3) for what, prepare, run in scale_aot.CASES]
 
 
 def measure(case: Case) -> dict:

@@ -74,7 +74,7 @@ def chain(n_ops: int):
 
 def test_a_live_step_sends_and_builds_only_what_it_changed(monkeypatch):
     from minigrad import trace
-    from minigrad.tracing import document
+    from minigrad.trace import document
     from minigrad.widgets import BackwardStepper
     arena = mg.Arena("graph", 1 << 20)
     with arena.scope():
