@@ -574,16 +574,22 @@ def test_memory_chart_counts_steps_and_marks_backward(offline, pages):  # noqa: 
     assert label.text_content() == f"max {top / 1024:.1f} KiB"
     lb = label.bounding_box()
     assert box["y"] <= lb["y"] and lb["y"] + lb["height"] < box["y"] + box["height"] / 2, (lb, box)
-    # The x axis counts steps, like the slider and the counter.
-    assert root.locator(".mg-xaxis").text_content() == f"step 1step {n}"
-    assert root.locator(".mg-counter").text_content().endswith(f" of {n}")
+    # The x axis counts steps, like the slider, named as the counter names them (counter.js:
+    # forward's frames apart, then backward's steps from 0 where forward ended).
+    initial = min(trace.get("initial_frame") or 0, n - 1)
+
+    def short(k):
+        return f"forward {k + 1}" if k < initial else f"step {k - initial}"
+    assert root.locator(".mg-xaxis").text_content() == short(0) + short(n - 1)
+    counter = root.locator(".mg-counter").text_content()
+    assert re.match(r"(step \d+ of \d+|forward: \d+ of \d+ recorded)", counter), counter
     picked = [column_at(root, f) for f in (0.02, 0.3, 0.6, 0.9)]
     assert picked == sorted(picked) and len(set(picked)) == 4, picked
     band = root.locator("rect.mg-cursor-band").bounding_box()
     assert band["x"] <= box["x"] + box["width"] * 0.9 <= band["x"] + band["width"] + 1
     # The start of backward is marked and named, on the boundary of its step's column.
     mark = root.locator(".mg-backward-start").first.bounding_box()
-    assert root.locator(".mg-phase-mark-backward").text_content() == f"backward from step {start + 1}"
+    assert root.locator(".mg-phase-mark-backward").text_content() == f"backward from {short(start)}"
     for dx, want in ((-3, start - 1), (3, start)):
         svg.click(position={"x": mark["x"] + mark["width"] / 2 - box["x"] + dx, "y": box["height"] / 2})
         snap = wait_for(root, lambda s: s["frame"] == want, f"the step at the mark {dx:+d}px")

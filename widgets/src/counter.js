@@ -18,3 +18,9 @@ export function traceStepText(frame, initial, last, live = false) {
   if (frame < start) return `forward: ${frame + 1} of ${start + 1} recorded`;
   return stepText(frame - start, last - start, live);
 }
+
+/** The same name, short, for a chart's axis and marks: "forward 3" or "step 2". */
+export function traceStepShort(frame, initial, last) {
+  const start = Math.max(0, Math.min(initial || 0, last));
+  return frame < start ? `forward ${frame + 1}` : `step ${frame - start}`;
+}

@@ -261,8 +261,10 @@ function unpile(ruler) {
 
 /** Bytes used per arena over the steps, with high-water lines; click to pick a step. */
 export class MemoryTimeline {
-  constructor({ onPick } = {}) {
+  constructor({ onPick, frameName } = {}) {
     this.onPick = onPick || (() => {});
+    // (the steppers' numbering: counter.js; a chart built alone counts frames from 1)
+    this.frameName = frameName || ((k) => `step ${k + 1}`);
     this.el = h("div", { class: "mg-timeline" });
     this.cursor = null;
     this.index = null;
@@ -305,7 +307,7 @@ export class MemoryTimeline {
       if (step > 0) svg.append(s("line", { class: `mg-phase-line${phase === "backward" && !named.has("backward") ? " mg-backward-start" : ""}`, x1: X(step), x2: X(step), y1: "0", y2: String(H), "vector-effect": "non-scaling-stroke" }));
       if (named.has(phase) || phase === "released") continue; // (one label per phase: no pile-up)
       named.add(phase);
-      const text = step === 0 ? phase : `${phase} from step ${step + 1}`;
+      const text = step === 0 ? phase : `${phase} from ${this.frameName(step)}`;
       ruler.append(h("span", { class: `mg-phase-mark mg-phase-mark-${phase}`, "data-step": String(step), style: { left: share(step) }, text }));
     }
     const legendItems = [];
@@ -335,8 +337,8 @@ export class MemoryTimeline {
       h(
         "div",
         { class: "mg-xaxis" },
-        h("span", { style: { left: "0" }, text: "step 1" }),
-        steps > 1 ? h("span", { style: { right: `${(100 - (100 * steps) / this.span).toFixed(3)}%` }, text: `step ${steps}` }) : null,
+        h("span", { style: { left: "0" }, text: this.frameName(0) }),
+        steps > 1 ? h("span", { style: { right: `${(100 - (100 * steps) / this.span).toFixed(3)}%` }, text: this.frameName(steps - 1) }) : null,
       ),
       h("ul", { class: "mg-kinds" }, ...legendItems),
     );

@@ -4,7 +4,7 @@ import { injectStyles } from "./css.js";
 import { indexTrace, Replayer, clampFrame, frameEvents } from "./fold.js";
 import { MemoryStrip, MemoryTimeline, MemoryCompare } from "./memory.js";
 import { copyTrace, readOptions, now, afterPaint } from "./view-common.js";
-import { traceStepText } from "./counter.js";
+import { traceStepShort, traceStepText } from "./counter.js";
 
 /** The frame where the arenas together use the most bytes (by their events). */
 export function peakFrame(index) {
@@ -58,7 +58,7 @@ export function renderMemoryView({ model, el }) {
 
   const title = h("div", { class: "mg-title" });
   const strip = new MemoryStrip();
-  const timeline = new MemoryTimeline({ onPick: (k) => show(k) });
+  const timeline = new MemoryTimeline({ onPick: (k) => show(k), frameName: (k) => traceStepShort(k, trace.initial_frame, index.frames.length - 1) });
   const slider = h("input", { type: "range", class: "mg-slider", min: "0", max: "0", step: "1", value: "0", "aria-label": "step" });
   const counter = h("span", { class: "mg-counter" });
   const phase = h("span", { class: "mg-phase" });
