@@ -92,6 +92,18 @@ def test_a_lesson_without_exercise_is_ungraded_and_an_exercise_without_check_ref
         make_class.class_copy(lesson, LESSONS[1].name)
 
 
+def test_make_class_needs_only_python_and_keeps_the_instructors_config(tmp_path):
+    script = ROOT / "tools" / "make_class.py"
+    run = [sys.executable, "-I", "-S", str(script), str(ROOT / "lessons"), str(tmp_path)]
+    subprocess.run(run, check=True, capture_output=True)   # -I -S: a bare Python, no packages
+    assert sorted(p.name for p in (tmp_path / "source").iterdir()) == [p.stem for p in LESSONS]
+    config = tmp_path / "nbgrader_config.py"
+    assert "c.Execute.timeout" in config.read_text()
+    config.write_text(config.read_text() + "c.Execute.timeout = 900\n")
+    subprocess.run(run, check=True, capture_output=True)
+    assert config.read_text().endswith("c.Execute.timeout = 900\n")
+
+
 # -- real nbgrader ------------------------------------------------------------------------------
 def nbgrader_bin() -> pathlib.Path:
     named = os.environ.get("MINIGRAD_NBGRADER")
@@ -197,20 +209,22 @@ def test_autograde_gives_the_solution_full_points_and_the_others_zero(course, st
 
 
 def check_cell(root: pathlib.Path, student: str, stem: str) -> tuple[str, str]:
-    """The graded check cell of an autograded submission: its check's name, and its error."""
+    """The graded check cell of an autograded submission: its check's name, and the error it
+    shows (IPython's traceback, as the student reads it)."""
     graded = json.loads((root / "autograded" / student / stem / f"{stem}.ipynb").read_text())
     (cell,) = [c for c in graded["cells"] if c["metadata"].get("nbgrader", {}).get("grade")]
     return cell["metadata"]["nbgrader"]["grade_id"], "".join(
-        f"{o['ename']}: {o['evalue']}" for o in cell["outputs"] if o["output_type"] == "error")
+        "\n".join(o["traceback"]) for o in cell["outputs"] if o["output_type"] == "error")
 
 
 @pytest.mark.parametrize("stem", EXERCISES)
 def test_a_failed_check_explains_itself_in_the_feedback(course, stem):
     root, _ = course
     check, untouched = check_cell(root, "untouched", stem)
-    assert untouched.startswith(f"CheckFailed: \nFAIL {check}") and "not written yet" in untouched
+    assert untouched.startswith(f"CheckFailed: FAIL {check}") and "not written yet" in untouched
     _, wrong = check_cell(root, "wrong", stem)
-    assert wrong.startswith(f"CheckFailed: \nFAIL {check}"), wrong
+    assert wrong.startswith(f"CheckFailed: FAIL {check}"), wrong
+    assert "graded.py" not in wrong and "Traceback" not in wrong, "the message, not the frames"
     assert "not written yet" not in wrong and "hint: " in wrong
     assert check_cell(root, "solution", stem)[1] == ""
     for student in STUDENTS:
