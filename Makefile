@@ -38,7 +38,7 @@ $(BUNDLE): $(JS_SOURCES) | $(VENV)/bin/python
 # JupyterLab of `make lab` and of the browser tests. Its kernel grades the lessons, so minigrad
 # is installed there too (the bundle is built first, so the install does not build it again).
 GRADING_VENV := .venv-grading
-$(GRADING_VENV)/.installed: pyproject.toml $(BUNDLE)
+$(GRADING_VENV)/.installed: pyproject.toml | $(BUNDLE)
 	$(PYTHON) -m venv $(GRADING_VENV)
 	$(GRADING_VENV)/bin/python -m pip install -e '.[grading]'
 	touch $@
