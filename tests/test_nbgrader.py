@@ -8,8 +8,9 @@ untouched student copy (zero), a plausible wrong answer (zero) -- and `generate_
 nbgrader comes from the `grading` extra, installed in a venv of its own (.venv-grading; the
 Makefile says why). `make test` makes it and names it in MINIGRAD_NBGRADER; without that
 variable the test looks for .venv-grading and is skipped (saying so) when there is none.
-One course, one autograde call per student: nbgrader then executes 37 notebooks (13 + 12 + 12: lesson 00, without exercise, once),
-which is most of this file's time (the summary prints each call's seconds).
+One course, one autograde call per student: nbgrader then executes 37 notebooks (13 + 12 + 12;
+lesson 00 has no exercise, so it is submitted once), which is most of this file's time (the
+summary prints each call's seconds).
 """
 from __future__ import annotations
 
