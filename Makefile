@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip
 
-.PHONY: test test-oldest lab teacher bench student lite clean
+.PHONY: test test-oldest lab teacher bench student lite class clean
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -33,10 +33,21 @@ NPM = $(CURDIR)/$(PY) $(CURDIR)/widgets/find_node.py --install npm
 $(BUNDLE): $(JS_SOURCES) | $(VENV)/bin/python
 	cd widgets && $(NPM) ci --include=dev --no-audit --no-fund && $(NPM) run build
 
+# nbgrader (the `grading` extra) lives in a venv of its own: it installs JupyterLab and server
+# extensions (formgrader, assignment list, a validate button) that would otherwise load into the
+# JupyterLab of `make lab` and of the browser tests. Its kernel grades the lessons, so minigrad
+# is installed there too (the bundle is built first, so the install does not build it again).
+GRADING_VENV := .venv-grading
+$(GRADING_VENV)/.installed: pyproject.toml | $(BUNDLE)
+	$(PYTHON) -m venv $(GRADING_VENV)
+	$(GRADING_VENV)/bin/python -m pip install -e '.[grading]'
+	touch $@
+
 # PYTHONUTF8=1: files the tests read (lessons, README, pages) are UTF-8 whatever the locale says.
-test: $(VENV)/.test-installed $(BUNDLE)
+# MINIGRAD_NBGRADER: tests/test_nbgrader.py grades the lessons with this nbgrader (never skips).
+test: $(VENV)/.test-installed $(BUNDLE) $(GRADING_VENV)/.installed
 	cd widgets && $(NPM) test
-	MINIGRAD_DEBUG=1 PYTHONUTF8=1 $(PY) -m pytest
+	MINIGRAD_NBGRADER=$(CURDIR)/$(GRADING_VENV)/bin/nbgrader MINIGRAD_DEBUG=1 PYTHONUTF8=1 $(PY) -m pytest
 	$(MAKE) --no-print-directory test-oldest
 
 # The engine tests again with the oldest numpy that pyproject.toml accepts (numpy 1.x promotes
@@ -50,7 +61,7 @@ OLDEST_VENV   := .venv-oldest
 OLDEST_NUMPY   = $(shell $(PYTHON) tools/oldest_numpy.py)
 NEEDS_JUPYTER := tests/browser tests/test_aotview.py tests/test_binder.py tests/test_lessons.py \
                  tests/test_lite.py tests/test_make_lab.py tests/test_measure_lessons.py \
-                 tests/test_memory_compare.py tests/test_names.py \
+                 tests/test_memory_compare.py tests/test_names.py tests/test_nbgrader.py \
                  tests/test_no_node.py tests/test_readme.py tests/test_refold.py \
                  tests/test_tapeview.py tests/test_widget_collapse.py tests/test_widget_dot.py \
                  tests/test_widgets_python.py
@@ -112,5 +123,14 @@ $(LITE_VENV)/.installed: tools/lite-requirements.txt
 lite: $(LITE_VENV)/.installed $(BUNDLE)
 	$(LITE_VENV)/bin/python tools/build_lite.py build/lite
 
+# An nbgrader course folder, class/ (git-ignored): every lesson as an assignment, its nbgrader
+# cell metadata generated from the lesson (tools/make_class.py), then released by nbgrader into
+# class/release/ (solutions replaced by stubs). The instructor's next commands: docs/grading.md.
+# `make clean` leaves class/ alone: it holds the gradebook and the submissions.
+# nbgrader runs `alembic` by name, so its venv's bin goes first on PATH (as when activated).
+class: $(GRADING_VENV)/.installed
+	$(PYTHON) tools/make_class.py lessons class
+	cd class && PATH="$(CURDIR)/$(GRADING_VENV)/bin:$$PATH" nbgrader generate_assignment --force '*'
+
 clean:
-	rm -rf $(VENV) .venv-lite $(OLDEST_VENV) build dist *.egg-info .pytest_cache .hypothesis
+	rm -rf $(VENV) .venv-lite $(OLDEST_VENV) $(GRADING_VENV) build dist *.egg-info .pytest_cache .hypothesis

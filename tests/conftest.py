@@ -20,13 +20,20 @@ def debug_mode():
 
 
 def pytest_terminal_summary(terminalreporter):
-    """Print each lesson's run time (tests/test_lessons.py measures them)."""
+    """Print each lesson's run time (tests/test_lessons.py measures them) and each nbgrader
+    call's (tests/test_nbgrader.py)."""
     module = sys.modules.get("test_lessons") or sys.modules.get("tests.test_lessons")
     times = getattr(module, "RUN_TIMES", {})
     if times:
         terminalreporter.section("lesson run times")
         for name, seconds in sorted(times.items()):
             terminalreporter.write_line(f"{seconds:7.1f}s  {name}")
+    module = sys.modules.get("test_nbgrader") or sys.modules.get("tests.test_nbgrader")
+    times = getattr(module, "NBGRADER_TIMES", {})
+    if times:
+        terminalreporter.section("nbgrader run times (wall, CPU of nbgrader and its kernels)")
+        for name, (wall, cpu) in times.items():
+            terminalreporter.write_line(f"{wall:7.1f}s {cpu:7.1f}s  nbgrader {name}")
 
 
 def pytest_configure(config):

@@ -153,3 +153,51 @@ def test_solved_waits_for_the_check_to_pass(capsys):
     check_sum_to_shape(own_sum_to_shape)
     capsys.readouterr()
     assert solved(check_sum_to_shape) is True and capsys.readouterr().out == ""
+
+
+# -- the graded form (nbgrader's test cells, tools/make_class.py) --------------------------------
+def test_every_check_has_a_graded_form_that_raises_where_the_lesson_prints_fail(capsys):
+    from minigrad import exercises
+    from minigrad.exercises import graded
+    checks = [name for name in exercises.__all__ if name.startswith("check_")]
+    assert checks and all(getattr(graded, name).__wrapped__ is getattr(exercises, name).__wrapped__
+                          for name in checks)
+    assert issubclass(graded.CheckFailed, AssertionError)
+    with pytest.raises(graded.CheckFailed) as failure:
+        graded.check_sum_to_shape(lambda grad, shape: grad)      # forgets to sum
+    message = str(failure.value)
+    assert message.startswith("FAIL check_sum_to_shape: ") and "hint: " in message
+    # IPython (nbgrader's feedback too) shows the message in place of the check's frames
+    assert failure.value._render_traceback_() == [f"CheckFailed: {message}"]
+    assert capsys.readouterr().out == "", "a graded check says it all in its exception"
+    assert graded.check_sum_to_shape(own_sum_to_shape) is None
+    assert capsys.readouterr().out.startswith("PASS check_sum_to_shape: ")
+    assert _report.SOLVED == {"check_sum_to_shape"}
+
+
+def test_a_graded_check_of_an_unwritten_answer_says_so():
+    from minigrad.exercises import graded
+
+    def stub(grad, shape):
+        raise NotImplementedError()
+    with pytest.raises(graded.CheckFailed, match="not written yet"):
+        graded.check_sum_to_shape(stub)
+
+
+def test_lesson02_fail_names_the_formula_not_the_answer(capsys):
+    from minigrad.exercises import lesson02
+    assert not lesson02.check_saved_by(lambda op: set())   # add, sub right; mul saves both
+    out = capsys.readouterr().out
+    assert "saved_by('mul')" in out and "you said set()" in out
+    assert "{'input 0', 'input 1'}" not in out, "the FAIL text must not say what mul saves"
+    assert "grad_output * b" in out, "it shows the formula to read the answer from"
+    assert "both are saved" not in out, "nor the op's docstring, which says it"
+
+
+def test_lesson11_fail_counts_the_missing_saves_without_naming_them(capsys):
+    from minigrad.exercises import lesson11
+    assert not lesson11.check_save_list(lambda: ["x", "W"])
+    out = capsys.readouterr().out
+    assert "missing 6 tensors" in out and "extra W: a parameter" in out
+    for name in ("logits", "saved.", "'s'", "'e'", "'r'", "'h'"):
+        assert name not in out.split("hint:")[0].replace("through saved.:", ""), name

@@ -65,6 +65,12 @@ def _normalise(answer):
     return names
 
 
+def _definition(cls) -> str:
+    """The op's math up to the first ';' ("z = a * b"): the rest of some docstrings says what
+    the op saves, which is the answer."""
+    return (cls.__doc__ or "").strip().splitlines()[0].split(";")[0].rstrip(".")
+
+
 def _show(names) -> str:
     return "{" + ", ".join(repr(n) for n in sorted(names)) + "}" if names else "set()"
 
@@ -88,8 +94,9 @@ def check_saved_by(saved_by) -> bool:
             formulas = "; ".join(f"for input {i}: {text}" for i, text in enumerate(cls.grad_text))
             return failed(
                 name, f"saved_by({op!r})",
-                f"you said {_show(got)}, the engine's {op} node saved {_show(truth)}\n"
-                f"{op}: {(cls.__doc__ or '').strip().splitlines()[0]}\n"
+                f"you said {_show(got)}, but the engine's {op} node saves something else: "
+                f"read it off the formula its backward computes\n"
+                f"{op}: {_definition(cls)}\n"
                 f"its backward computes {formulas}",
                 "an op saves exactly the arrays its backward formula reads (a, b or A, B: the "
                 "inputs; z: the output; grad_output only arrives during backward). Plain numbers "
