@@ -53,10 +53,11 @@ WRONG = {
     "07_arenas_and_batches": (".item() * len(yb)", ".item()"),
     "08_the_tape": ("reversed(tape.instrs)", "tape.instrs"),
     "09_memory": ("range(n_layers, -1, -1)", "range(0, n_layers + 1)"),
-    "10_ahead_of_time": ('"multiply", [ctx.d_output, ctx.read(b)]',
-                         '"multiply", [ctx.d_output, ctx.read(a)]'),
+    "10_ahead_of_time": ('"mul", [ctx.d_output, ctx.read(b)]',
+                         '"mul", [ctx.d_output, ctx.read(a)]'),
     "11_saves_and_memory_plans": ('"x"]', '"x", "W"]'),
     "12_capstone_transformer": ("(g - x_hat *", "(g + x_hat *"),
+    "13_forward_mode": ("return t[0] * v[1] + v[0] * t[1]", "return t[0] * v[1]"),
 }
 MARKER = re.compile(r"^[ \t]*### (BEGIN|END) SOLUTION[ \t]*\n?", re.MULTILINE)
 
