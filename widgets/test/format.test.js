@@ -1,7 +1,7 @@
-// Short text on the pictures (src/format.js): tags and names that cannot be misread.
+// Short text on the pictures (src/ui/format.js): tags and names that cannot be misread.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { tagValues, middleEllipsis, shape } from "../src/format.js";
+import { tagValues, middleEllipsis, shape } from "../src/ui/format.js";
 
 test("a vector's gradient tag is bracketed, a scalar's is its value", () => {
   assert.equal(tagValues([1, 1, 1], 3), "[1, …]");

@@ -1,9 +1,9 @@
-// The rendezvous between the engine widget and the views (src/engine-slot.js,
-// src/engine-client.js): whichever side comes first, the views get the engine.
+// The rendezvous between the engine widget and the views (src/layout/layout-slot.js,
+// src/layout/wait-for-layout.js): whichever side comes first, the views get the engine.
 import { test, beforeEach } from "node:test";
 import assert from "node:assert/strict";
-import { engineSlot, resetFailedSlot, ENGINE_KEY } from "../src/engine-slot.js";
-import { waitForEngine, referencedModelId } from "../src/engine-client.js";
+import { engineSlot, resetFailedSlot, ENGINE_KEY } from "../src/layout/layout-slot.js";
+import { waitForEngine, referencedModelId } from "../src/layout/wait-for-layout.js";
 
 beforeEach(() => {
   delete globalThis[ENGINE_KEY];

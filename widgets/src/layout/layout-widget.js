@@ -3,11 +3,11 @@
 // anywidget runs initialize() when the engine's model is created on the page, which happens
 // when its comm opens, whether or not the model is ever displayed. initialize() starts the
 // Graphviz engine once per page and hands it to the views through globalThis.__minigrad_viz
-// (engine-slot.js). It returns at once (anywidget gives a model two seconds to initialize):
+// (layout-slot.js). It returns at once (anywidget gives a model two seconds to initialize):
 // the engine arrives later through the promise. With anywidget >= 0.10 the returned object is
 // also the widget's exports ({engine: promise}), which views may reach through host.getWidget().
-import { engineSlot, resetFailedSlot } from "./engine-slot.js";
-import { startEngine } from "./engine-core.js";
+import { engineSlot, resetFailedSlot } from "./layout-slot.js";
+import { startEngine } from "./start-graphviz.js";
 
 function ensureEngine() {
   let slot = engineSlot();

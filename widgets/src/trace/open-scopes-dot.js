@@ -3,7 +3,7 @@
 // `boxes`), made from what Python sends once: the trace, its `scope_table` (each node's scope
 // path, each scope's op count, border ops and content signature) and `dot_style` (the DOT's
 // fixed parts). tests/test_refold.py checks that both sides write the same text.
-import { BOX, FRAME } from "./scopes.js";
+import { BOX, FRAME } from "./scope-boxes.js";
 
 // graphviz (Python) quoting: a DOT ID stays bare; anything else is quoted, its unescaped
 // quotes escaped; "<...>" passes as an HTML string. (Python's "$" also matches before a

@@ -263,7 +263,7 @@ function unpile(ruler) {
 export class MemoryTimeline {
   constructor({ onPick, frameName } = {}) {
     this.onPick = onPick || (() => {});
-    // (the steppers' numbering: counter.js; a chart built alone counts frames from 1)
+    // (the steppers' numbering: trace/step-numbers.js; a chart built alone counts frames from 1)
     this.frameName = frameName || ((k) => `step ${k + 1}`);
     this.el = h("div", { class: "mg-timeline" });
     this.cursor = null;
