@@ -1,7 +1,7 @@
 // The memory strip (blocks on a byte axis, one row per arena or pool) and the bytes-over-time
 // timeline.
 import { h, s, setText } from "./dom.js";
-import { bytes } from "./format.js";
+import { bytes } from "../text/format.js";
 import { blockName } from "./a11y.js";
 
 export const KINDS = ["input", "param", "activation", "node", "grad", "saved"];

@@ -2,7 +2,7 @@
 // from the operation that writes it to the last operation that reads it, over one time axis that
 // runs through forward and then backward. The peak is a vertical line.
 import { h } from "../ui/dom.js";
-import { bytes, middleEllipsis } from "../ui/format.js";
+import { bytes, middleEllipsis } from "../text/format.js";
 
 const KIND_TEXT = {
   param: "parameter",

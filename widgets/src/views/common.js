@@ -3,7 +3,7 @@
 import { h } from "../ui/dom.js";
 import { GraphCanvas, layoutAttributes } from "../ui/graph-canvas.js";
 import { waitForEngine } from "../layout/wait-for-layout.js";
-import { count } from "../ui/format.js";
+import { count } from "../text/format.js";
 import { BOX, indexFolding, toggled } from "../trace/scope-boxes.js";
 import { engineSlot } from "../layout/layout-slot.js";
 import { prepareScopes, refold } from "../trace/open-scopes-dot.js";

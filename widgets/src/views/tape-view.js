@@ -9,7 +9,7 @@
 import { h, setText } from "../ui/dom.js";
 import { injectStyles } from "../ui/inject-styles.js";
 import { afterPaint, now } from "./common.js";
-import { values as showValues, shape as showShape } from "../ui/format.js";
+import { values as showValues, shapeText } from "../text/format.js";
 import { VirtualRows } from "../ui/virtual-rows.js";
 import { TapeState } from "../trace/tape-replay.js";
 import TAPE_CSS from "./tape-view.css";
@@ -127,7 +127,7 @@ class TapeView extends Player {
   makeSlotRow(i) {
     const s = this.doc.slots;
     const kind = s.kinds[i];
-    const shape = s.shapes[i] && s.shapes[i].length ? ` ${showShape(s.shapes[i])}` : "";
+    const shape = s.shapes[i] && s.shapes[i].length ? ` ${shapeText(s.shapes[i])}` : "";
     const cell = (cls, text) => h("span", { class: cls, role: "cell", text });
     return h(
       "div",
