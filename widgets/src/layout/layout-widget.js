@@ -6,14 +6,14 @@
 // (layout-slot.js). It returns at once (anywidget gives a model two seconds to initialize):
 // the engine arrives later through the promise. With anywidget >= 0.10 the returned object is
 // also the widget's exports ({engine: promise}), which views may reach through host.getWidget().
-import { engineSlot, resetFailedSlot } from "./layout-slot.js";
-import { startEngine } from "./start-graphviz.js";
+import { layoutSlot, resetFailedSlot } from "./layout-slot.js";
+import { startGraphviz } from "./start-graphviz.js";
 
 function ensureEngine() {
-  let slot = engineSlot();
+  let slot = layoutSlot();
   if (slot.engine && slot.engine.mode === "failed" && !slot.starting) slot = resetFailedSlot();
   if (!slot.engine && !slot.starting) {
-    slot.starting = startEngine().then((engine) => {
+    slot.starting = startGraphviz().then((engine) => {
       slot.provide(engine);
       return engine;
     });

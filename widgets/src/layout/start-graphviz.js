@@ -128,7 +128,7 @@ async function startOnPage(url) {
  * layout() resolves to {svg, ms} (SVG text) and rejects with the reason; options are
  * {graphAttributes, timeoutMs, nodeCount}. Never rejects itself: a failure is mode "failed".
  */
-export async function startEngine({ useWorker = true, bootTimeoutMs = BOOT_TIMEOUT_MS } = {}) {
+export async function startGraphviz({ useWorker = true, bootTimeoutMs = BOOT_TIMEOUT_MS } = {}) {
   const t0 = Date.now();
   let url;
   try {

@@ -6,8 +6,8 @@
 //
 // With a scope_table, a click on a box or a frame opens or closes it here (trace/open-scopes-dot.js): no kernel.
 import { FakeModel } from "./fake-model.js";
-import { engineSlot } from "../layout/layout-slot.js";
-import { startEngine } from "../layout/start-graphviz.js";
+import { layoutSlot } from "../layout/layout-slot.js";
+import { startGraphviz } from "../layout/start-graphviz.js";
 import { renderGraphView } from "../views/graph-view.js";
 import { renderStepper } from "../views/backward-stepper.js";
 import { renderMemoryView } from "../views/memory-view.js";
@@ -17,9 +17,9 @@ import { renderAotView } from "../views/aot-view.js";
 const VIEWS = { graph: renderGraphView, stepper: renderStepper, memory: renderMemoryView, tape: renderTapeView, aot: renderAotView };
 
 function ensureEngine() {
-  const slot = engineSlot();
+  const slot = layoutSlot();
   if (!slot.engine && !slot.starting) {
-    slot.starting = startEngine().then((engine) => {
+    slot.starting = startGraphviz().then((engine) => {
       slot.provide(engine);
       return engine;
     });

@@ -2,10 +2,10 @@
 // out once per DOT, report timings on the widget's element).
 import { h } from "../ui/dom.js";
 import { GraphCanvas, layoutAttributes } from "../ui/graph-canvas.js";
-import { waitForEngine } from "../layout/wait-for-layout.js";
+import { waitForLayout } from "../layout/wait-for-layout.js";
 import { count } from "../text/format.js";
 import { BOX, indexFolding, toggled } from "../trace/scope-boxes.js";
-import { engineSlot } from "../layout/layout-slot.js";
+import { layoutSlot } from "../layout/layout-slot.js";
 import { prepareScopes, refold } from "../trace/open-scopes-dot.js";
 
 export const ENGINE_TIMEOUT_MS = 20000;
@@ -174,7 +174,7 @@ export class GraphPane {
   }
 
   async prefetch(id) {
-    const slot = engineSlot();
+    const slot = layoutSlot();
     if (this.prefetching || this.disposed || !this.mounted || !slot.engine || slot.engine.mode === "failed") return;
     const drawn = this.drawing.for(toggled(this.model.get("expanded"), id));
     if (!drawn) return;
@@ -236,7 +236,7 @@ export class GraphPane {
     const keep = canvas.svg !== null && !this.message;
     if (!keep) canvas.showMessage("Loading the graph layout engine…", "loading");
     const waitStart = now();
-    const engine = await waitForEngine({
+    const engine = await waitForLayout({
       model: this.model,
       host: this.host,
       timeoutMs: ENGINE_TIMEOUT_MS,
