@@ -24,7 +24,7 @@ $(VENV)/.bench-installed: pyproject.toml | $(VENV)/bin/python
 
 # The widgets' browser bundle: built by the install (see pyproject.toml); rebuilt here when a
 # JavaScript source changed since, so `make test` always tests what the sources say.
-JS_SOURCES := $(wildcard widgets/src/*) widgets/build.mjs widgets/package.json widgets/package-lock.json
+JS_SOURCES := $(shell find widgets/src -type f) widgets/build.mjs widgets/package.json widgets/package-lock.json
 BUNDLE     := minigrad/widgets/static/stepper.js
 
 # npm with Node.js: the system's (18+), else taken from PyPI into the venv (widgets/find_node.py).

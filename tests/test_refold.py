@@ -1,4 +1,4 @@
-"""The page opens and closes scopes itself (widgets/src/refold.js, run here by Node.js): for any
+"""The page opens and closes scopes itself (widgets/src/trace/open-scopes-dot.js, run here by Node.js): for any
 list of open scopes it must write exactly the DOT and box table Python writes, so that the
 kernel's `dot` and `folding` always match the picture and a redraw after the kernel answers is
 a no-op."""
@@ -16,7 +16,7 @@ from minigrad.widgets import BackwardStepper, GraphView
 from test_widget_collapse import blocks_loss, chain
 
 ROOT = Path(__file__).resolve().parents[1]
-CLI = ROOT / "widgets" / "dev" / "refold-cli.mjs"
+CLI = ROOT / "widgets" / "dev" / "open-scopes-dot-cli.mjs"
 
 
 def _node() -> str:
@@ -24,12 +24,12 @@ def _node() -> str:
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     found = module.find()
-    assert found is not None, "these tests run widgets/src/refold.js with Node.js (18+)"
+    assert found is not None, "these tests run widgets/src/trace/open-scopes-dot.js with Node.js (18+)"
     return str(found.folder / "node")
 
 
 def page_draws(view, cases: list[list[str]]) -> list[dict]:
-    """What refold.js draws for each list of open scopes, from the traits the page receives."""
+    """What open-scopes-dot.js draws for each list of open scopes, from the traits the page receives."""
     payload = {"trace": view.trace, "table": view.scope_table, "cases": cases}
     out = subprocess.run([_node(), str(CLI)], input=json.dumps(payload), capture_output=True,
                          text=True, check=True, timeout=120)

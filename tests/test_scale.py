@@ -102,7 +102,7 @@ def test_a_live_step_sends_and_builds_only_what_it_changed(monkeypatch):
     assert steps > 300 and builds[0] == 1, (steps, builds)
     # each engine step's raw group is turned into events once (the seed and each node's apply)
     assert expanded[0] <= steps + 1
-    # the page, folding the messages as view-stepper.js does, has what the document has; and no
+    # the page, folding the messages as views/backward-stepper.js does, has what the document has; and no
     # message repeats an event, a frame or a block
     for message in sent:
         page["events"] += message["events"]
@@ -191,7 +191,7 @@ def test_a_box_click_costs_the_kernel_no_drawing(monkeypatch):
                         lambda *a, **k: drawn.append("fold") or folding(*a, **k))
     for scope in ("blocks.3", "blocks.7", "blocks.7.act"):
         view.set_state({"expanded": [scope]})   # as the page sends a click
-    assert drawn == []                          # the page draws it (refold.js)
+    assert drawn == []                          # the page draws it (trace/open-scopes-dot.js)
     # what Python reads is still the drawing of what is open, made once when read
     assert 'id="c:blocks.7.act"' not in view.dot   # blocks.7 closed: its inner scope is hidden
     assert view.folding["frames"] == [] and "s:blocks.7" in view.folding["boxes"]

@@ -1,7 +1,7 @@
 // Builds the browser side of minigrad's widgets into ../minigrad/widgets/static/ (git-ignored).
 //
 //   viz.js          the layout-engine widget's ESM: Graphviz (@viz-js/viz, WebAssembly) as an
-//                   embedded worker script plus the small loader (engine-core.js)
+//                   embedded worker script plus the small loader (src/layout/start-graphviz.js)
 //   graph.js        GraphView        (anywidget ESM, no Graphviz inside)
 //   stepper.js      BackwardStepper  (anywidget ESM, no Graphviz inside)
 //   memory.js       MemoryView       (anywidget ESM, no Graphviz inside)
@@ -12,7 +12,7 @@
 //   standalone-tape.js  the same for a TapeView alone (no Graphviz: a tape has no graph)
 //   standalone.css  the same styles as a file (the scripts also inject them)
 //   THIRD_PARTY_LICENSES.txt  Viz.js (MIT), Graphviz (EPL-1.0), Expat (MIT)
-//   ../widgets/build/engine-backend.js  the Graphviz worker script alone, for test/engine.test.js
+//   ../widgets/build/graphviz-worker.js  the Graphviz worker script alone, for test/graphviz-worker.test.js
 //
 // Usage: node build.mjs [--dev]   (--dev: no minification)
 import * as esbuild from "esbuild";
@@ -48,7 +48,7 @@ const common = {
 // SINGLE_FILE binary encoding): 920 kB of characters, 45% of them control characters, which
 // JSON (the comm that carries an anywidget ESM) escapes as six bytes each. Re-encode it as
 // gzip + base64 (ASCII, a third of the size) and inflate it with DecompressionStream before
-// Graphviz starts (engine-backend.js calls prepareWasm()).
+// Graphviz starts (src/layout/graphviz-worker.js calls prepareWasm()).
 const WASM_OPEN = "function findWasmBinary(){return binaryDecode('";
 const extracted = new Map(); // file -> {patched, base64}
 let wasmBase64 = null;
@@ -146,16 +146,16 @@ function write(name, text) {
 
 // 1. The Graphviz backend, as one classic script (runs in a worker or on the page).
 const backendSource = await bundle({
-  entryPoints: ["src/engine-backend.js"],
+  entryPoints: ["src/layout/graphviz-worker.js"],
   format: "iife",
   plugins: [wasmPlugin()],
   // emscripten reads import.meta.url only to find a separate .wasm file, which it never needs
   logOverride: { "empty-import-meta": "silent" },
 });
 
-// A copy for the unit tests (test/engine.test.js runs it in Node); build/ is git-ignored.
+// A copy for the unit tests (test/graphviz-worker.test.js runs it in Node); build/ is git-ignored.
 mkdirSync(path.join(here, "build"), { recursive: true });
-writeFileSync(path.join(here, "build/engine-backend.js"), backendSource);
+writeFileSync(path.join(here, "build/graphviz-worker.js"), backendSource);
 
 // 2. Everything else. The bundles that contain Graphviz carry the licences with them (an HTML
 // export holds standalone.js alone); the views carry a one-line notice.
@@ -165,21 +165,21 @@ const withLicences = { banner: { js: `/*! minigrad widgets ${pkg.version} (MIT)\
 const ownNotice = { banner: { js: `/*! minigrad widgets ${pkg.version} (MIT); see THIRD_PARTY_LICENSES.txt for viz.js */` } };
 rmSync(outdir, { recursive: true, force: true });
 mkdirSync(outdir, { recursive: true });
-const engineText = textModulePlugin("minigrad:engine-source", backendSource);
+const engineText = textModulePlugin("minigrad:graphviz-worker-source", backendSource);
 
-write("viz.js", await bundle({ entryPoints: ["src/viz-entry.js"], format: "esm", plugins: [engineText], ...withLicences }));
+write("viz.js", await bundle({ entryPoints: ["src/layout/layout-widget.js"], format: "esm", plugins: [engineText], ...withLicences }));
 for (const [name, entry] of [
-  ["graph.js", "src/view-graph.js"],
-  ["stepper.js", "src/view-stepper.js"],
-  ["memory.js", "src/view-memory.js"],
-  ["tape.js", "src/view-tape.js"],
-  ["aot.js", "src/view-aot.js"],
+  ["graph.js", "src/views/graph-view.js"],
+  ["stepper.js", "src/views/backward-stepper.js"],
+  ["memory.js", "src/views/memory-view.js"],
+  ["tape.js", "src/views/tape-view.js"],
+  ["aot.js", "src/views/aot-view.js"],
 ]) {
   write(name, await bundle({ entryPoints: [entry], format: "esm", ...ownNotice }));
 }
-write("standalone.js", await bundle({ entryPoints: ["src/standalone.js"], format: "iife", plugins: [engineText], ...withLicences }));
-write("standalone-tape.js", await bundle({ entryPoints: ["src/standalone-tape.js"], format: "iife", ...ownNotice }));
-write("standalone.css", await bundle({ entryPoints: ["src/styles.css"], loader: { ".css": "css" } }));
+write("standalone.js", await bundle({ entryPoints: ["src/standalone/all-views.js"], format: "iife", plugins: [engineText], ...withLicences }));
+write("standalone-tape.js", await bundle({ entryPoints: ["src/standalone/tape-view.js"], format: "iife", ...ownNotice }));
+write("standalone.css", await bundle({ entryPoints: ["src/ui/styles.css"], loader: { ".css": "css" } }));
 
 // 3. Licences of what the bundles contain, next to them (and so in the wheel).
 write("THIRD_PARTY_LICENSES.txt", notices);

@@ -187,7 +187,7 @@ def folding(trace: dict, budget: int, expand=(), opened: set | None = None,
 
 def scope_table(trace: dict, paths: dict) -> dict:
     """Everything the page needs to draw any choice of open scopes without asking Python (the
-    `scope_table` trait; widgets/src/refold.js): the scopes (outermost first), each node's path
+    `scope_table` trait; widgets/src/trace/open-scopes-dot.js): the scopes (outermost first), each node's path
     as indexes into them (paths[path_of[k]] for the k-th trace node; equal paths are listed
     once), and per scope what does not depend on what is open: its op count, its border ops
     and the signature of its content (equal signatures: boxes of one kind)."""

@@ -33,7 +33,7 @@ def _text(text: str) -> str:
     """User text as Graphviz must read it to give it back as written: no HTML-like label, no
     backslash escapes (labels and ids are escStrings: "\\N" would become the node's name), and
     `&` as `&amp;` (Graphviz decodes entities: a name "a&lt;b" would be drawn as "a<b", and a
-    box id "s:a&amp;b" would reach the page as "s:a&b"). refold.js `userText` writes the same."""
+    box id "s:a&amp;b" would reach the page as "s:a&b"). open-scopes-dot.js `userText` writes the same."""
     return graphviz.escape(text.replace("&", "&amp;"))
 
 
@@ -62,7 +62,7 @@ def _digraph():
 
 def dot_style(show_saved: bool = True) -> dict:
     """The DOT's fixed parts, for the page to write the same DOT for other open scopes
-    (widgets/src/refold.js): its first lines, and the attributes of each kind of element."""
+    (widgets/src/trace/open-scopes-dot.js): its first lines, and the attributes of each kind of element."""
     head = _digraph().source
     return {"head": head[:head.rindex("}")], "node": STYLE, "edge": EDGE_STYLE,
             "frame": FRAME_STYLE, "show_saved": show_saved}

@@ -22,7 +22,7 @@ class Folding(TraceWidget):
 
     `scope_table` (sent once) lets the page draw any choice of open scopes itself, so a click
     redraws without waiting for the kernel; the kernel still follows `expanded` and keeps `dot`
-    and `folding` equal to what the page draws (widgets/src/refold.js writes the same text)."""
+    and `folding` equal to what the page draws (widgets/src/trace/open-scopes-dot.js writes the same text)."""
 
     expanded = traitlets.List(traitlets.Unicode()).tag(sync=True)
     folding = traitlets.Dict().tag(sync=True)
@@ -267,7 +267,7 @@ class MemoryView(TraceWidget):
         return view
 
 
-_RUN_COLOURS = 6   # (memory.js draws up to six distinct line colours)
+_RUN_COLOURS = 6   # (widgets/src/ui/memory-charts.js draws up to six distinct line colours)
 
 
 def _bytes_over_time(name: str, run) -> dict:

@@ -574,7 +574,7 @@ def test_memory_chart_counts_steps_and_marks_backward(offline, pages):  # noqa: 
     assert label.text_content() == f"max {top / 1024:.1f} KiB"
     lb = label.bounding_box()
     assert box["y"] <= lb["y"] and lb["y"] + lb["height"] < box["y"] + box["height"] / 2, (lb, box)
-    # The x axis counts steps, like the slider, named as the counter names them (counter.js:
+    # The x axis counts steps, like the slider, named as the counter names them (trace/step-numbers.js:
     # forward's frames apart, then backward's steps from 0 where forward ended).
     initial = min(trace.get("initial_frame") or 0, n - 1)
 

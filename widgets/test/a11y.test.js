@@ -1,10 +1,10 @@
-// The pure parts of the widgets' accessibility (src/a11y.js) and the memory chart's step axis
-// (src/memory.js): names that say a node's state, arrow-key moves, which keys a focused
+// The pure parts of the widgets' accessibility (src/ui/a11y.js) and the memory chart's step axis
+// (src/ui/memory-charts.js): names that say a node's state, arrow-key moves, which keys a focused
 // element keeps, and where events sit on an axis counted in steps.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { nodeName, nearestInDirection, readingOrder, ownsKey, blockName } from "../src/a11y.js";
-import { eventSteps, phaseRuns } from "../src/memory.js";
+import { nodeName, nearestInDirection, readingOrder, ownsKey, blockName } from "../src/ui/a11y.js";
+import { eventSteps, phaseRuns } from "../src/ui/memory-charts.js";
 
 test("a node's name says its state: running, ready, done, pending count", () => {
   assert.equal(nodeName("op mul", {}), "op mul");

@@ -1,7 +1,7 @@
-// Short text on the pictures (src/format.js): tags and names that cannot be misread.
+// Short text on the pictures (src/text/format.js): tags and names that cannot be misread.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { tagValues, middleEllipsis, shape } from "../src/format.js";
+import { tagValues, middleEllipsis, shapeText } from "../src/text/format.js";
 
 test("a vector's gradient tag is bracketed, a scalar's is its value", () => {
   assert.equal(tagValues([1, 1, 1], 3), "[1, …]");
@@ -17,8 +17,9 @@ test("long names are cut in the middle, so that two with one prefix stay apart",
   assert.equal(middleEllipsis("d_layer1"), "d_layer1");
 });
 
-test("a vector's shape is written as numpy writes it", () => {
-  assert.equal(shape([2]), "(2,)");
-  assert.equal(shape([3, 2]), "3×2");
-  assert.equal(shape([]), "scalar");
+test("a shape is written as Python's drawings write it: \"x\" between sizes, a vector as numpy writes it", () => {
+  assert.equal(shapeText([2]), "(2,)");
+  assert.equal(shapeText([3, 2]), "3x2");
+  assert.equal(shapeText([2, 3, 4]), "2x3x4");
+  assert.equal(shapeText([]), "scalar");
 });

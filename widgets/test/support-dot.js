@@ -1,5 +1,7 @@
 // A DOT writer for tests and the demo page, following the contract of the Python side
 // (minigrad/widgets): node ids are trace ids, edge ids e<k>, classes name the roles and kinds.
+import { shapeText } from "../src/text/format.js";
+
 export function dotFromTrace(trace, { rankdir = "BT" } = {}) {
   const q = (text) => `"${String(text).replace(/\\/g, "\\\\").replace(/"/g, '\\"').replace(/\n/g, "\\n")}"`;
   const lines = [
@@ -11,7 +13,7 @@ export function dotFromTrace(trace, { rankdir = "BT" } = {}) {
   for (const n of trace.nodes) {
     if (n.type === "op") lines.push(`  ${n.id} [id=${q(n.id)} class="op" shape=ellipse label=${q(n.label)}];`);
     else {
-      const shape = n.shape.length ? n.shape.join("x") : "scalar";
+      const shape = shapeText(n.shape);
       lines.push(`  ${n.id} [id=${q(n.id)} class=${q(`var ${n.role}`)} shape=box label=${q(`${n.label}\n${shape}`)}];`);
     }
   }

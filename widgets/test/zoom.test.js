@@ -1,8 +1,8 @@
-// The picture's scale (src/graph-canvas.js zoomScale): "fit" shows the whole graph when it can,
+// The picture's scale (src/ui/graph-canvas.js zoomScale): "fit" shows the whole graph when it can,
 // and never shrinks labels below a readable size.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { zoomScale, LABEL_UNITS, MIN_LABEL_PX } from "../src/graph-canvas.js";
+import { zoomScale, LABEL_UNITS, MIN_LABEL_PX } from "../src/ui/graph-canvas.js";
 
 const readable = MIN_LABEL_PX / LABEL_UNITS;
 

@@ -1,7 +1,7 @@
 // The graph picture: Graphviz's SVG, parsed once per layout, with its elements indexed by id
 // so that later changes (stepping) only touch the elements that change.
 import { h, s } from "./dom.js";
-import { BOX, FRAME } from "./scopes.js";
+import { BOX, FRAME } from "../trace/scope-boxes.js";
 import { nearestInDirection, readingOrder } from "./a11y.js";
 
 const NUMBER = /-?(?:\d+\.?\d*|\.\d+)(?:e[-+]?\d+)?/gi;

@@ -4,22 +4,22 @@
 //   window.minigrad.mount(el, {widget: "graph" | "stepper" | "memory" | "tape", trace, dot, options,
 //                              message, frame, folding, expanded, scope_table})  ->  {model, destroy()}
 //
-// With a scope_table, a click on a box or a frame opens or closes it here (refold.js): no kernel.
+// With a scope_table, a click on a box or a frame opens or closes it here (trace/open-scopes-dot.js): no kernel.
 import { FakeModel } from "./fake-model.js";
-import { engineSlot } from "./engine-slot.js";
-import { startEngine } from "./engine-core.js";
-import { renderGraphView } from "./view-graph.js";
-import { renderStepper } from "./view-stepper.js";
-import { renderMemoryView } from "./view-memory.js";
-import { renderTapeView } from "./view-tape.js";
-import { renderAotView } from "./view-aot.js";
+import { layoutSlot } from "../layout/layout-slot.js";
+import { startGraphviz } from "../layout/start-graphviz.js";
+import { renderGraphView } from "../views/graph-view.js";
+import { renderStepper } from "../views/backward-stepper.js";
+import { renderMemoryView } from "../views/memory-view.js";
+import { renderTapeView } from "../views/tape-view.js";
+import { renderAotView } from "../views/aot-view.js";
 
 const VIEWS = { graph: renderGraphView, stepper: renderStepper, memory: renderMemoryView, tape: renderTapeView, aot: renderAotView };
 
 function ensureEngine() {
-  const slot = engineSlot();
+  const slot = layoutSlot();
   if (!slot.engine && !slot.starting) {
-    slot.starting = startEngine().then((engine) => {
+    slot.starting = startGraphviz().then((engine) => {
       slot.provide(engine);
       return engine;
     });

@@ -3,7 +3,8 @@
 // `boxes`), made from what Python sends once: the trace, its `scope_table` (each node's scope
 // path, each scope's op count, border ops and content signature) and `dot_style` (the DOT's
 // fixed parts). tests/test_refold.py checks that both sides write the same text.
-import { BOX, FRAME } from "./scopes.js";
+import { BOX, FRAME } from "./scope-boxes.js";
+import { shapeText } from "../text/format.js";
 
 // graphviz (Python) quoting: a DOT ID stays bare; anything else is quoted, its unescaped
 // quotes escaped; "<...>" passes as an HTML string. (Python's "$" also matches before a
@@ -102,7 +103,7 @@ export function refold(kit, expanded) {
     let text, css, attrs;
     if (node.type === "variable") {
       attrs = style.node[node.role];
-      text = label(node.label, (node.shape || []).map(String).join("x") || "scalar");
+      text = label(node.label, shapeText(node.shape || []));
       css = `var ${node.role}`;
     } else [attrs, text, css] = [style.node.op, label(node.label), "op"];
     const container = path.length ? path[path.length - 1] : -1;

@@ -1,11 +1,11 @@
 // GraphView: the computation graph with a legend and an inspector (anywidget AFM).
-import { h } from "./dom.js";
-import { injectStyles } from "./css.js";
-import { indexTrace } from "./fold.js";
-import { legend } from "./legend.js";
-import { renderInspector, renderScope } from "./inspector.js";
-import { FoldedDrawing, GraphPane, copyTrace, readOptions, now, zoomControls } from "./view-common.js";
-import { BOX, indexFolding } from "./scopes.js";
+import { h } from "../ui/dom.js";
+import { injectStyles } from "../ui/inject-styles.js";
+import { indexTrace } from "../trace/replay.js";
+import { legend } from "../ui/legend.js";
+import { renderInspector, renderScope } from "../ui/inspector.js";
+import { FoldedDrawing, GraphPane, copyTrace, readOptions, now, zoomControls } from "./common.js";
+import { BOX, indexFolding } from "../trace/scope-boxes.js";
 
 export function renderGraphView({ model, el, host }) {
   const t0 = now();

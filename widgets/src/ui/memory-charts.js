@@ -1,7 +1,7 @@
 // The memory strip (blocks on a byte axis, one row per arena or pool) and the bytes-over-time
 // timeline.
 import { h, s, setText } from "./dom.js";
-import { bytes } from "./format.js";
+import { bytes } from "../text/format.js";
 import { blockName } from "./a11y.js";
 
 export const KINDS = ["input", "param", "activation", "node", "grad", "saved"];
@@ -263,7 +263,7 @@ function unpile(ruler) {
 export class MemoryTimeline {
   constructor({ onPick, frameName } = {}) {
     this.onPick = onPick || (() => {});
-    // (the steppers' numbering: counter.js; a chart built alone counts frames from 1)
+    // (the steppers' numbering: trace/step-numbers.js; a chart built alone counts frames from 1)
     this.frameName = frameName || ((k) => `step ${k + 1}`);
     this.el = h("div", { class: "mg-timeline" });
     this.cursor = null;

@@ -1,8 +1,8 @@
-// src/refold.js: DOT quoting as Python's graphviz package does it (the examples are that
+// src/trace/open-scopes-dot.js: DOT quoting as Python's graphviz package does it (the examples are that
 // package's own doctests), and a click's new picture drawn without the kernel.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { quote, prepareScopes, refold } from "../src/refold.js";
+import { quote, prepareScopes, refold } from "../src/trace/open-scopes-dot.js";
 
 test("quote: bare DOT IDs stay bare, the rest is quoted with its quotes escaped", () => {
   assert.equal(quote("spam"), "spam");

@@ -1,4 +1,4 @@
-// Numbers, arrays and byte counts as short text.
+// Numbers, arrays, shapes and byte counts as short text (no DOM: every layer may use it).
 
 /** One number as a student reads it: 4 significant digits, nan/inf for JSON's null. */
 export function num(x) {
@@ -34,10 +34,14 @@ export function middleEllipsis(text, max = 17) {
   return `${s.slice(0, max - 1 - tail)}…${s.slice(s.length - tail)}`;
 }
 
-export function shape(dims) {
+/** A shape as the drawings write it beside a name: "3x2", "(3,)" for a vector, "scalar" for [].
+ * The one shape-to-text of the page; Python's drawings write the same (minigrad/widgets/dot.py
+ * `_shape` over minigrad/names.py `shape_text`), so a label reads alike in the kernel's DOT,
+ * the page's (trace/open-scopes-dot.js) and the inspector. */
+export function shapeText(dims) {
   // (a vector's length alone, "2", reads as a value: numpy writes it "(2,)")
   if (dims && dims.length === 1) return `(${dims[0]},)`;
-  return dims && dims.length ? dims.join("×") : "scalar";
+  return dims && dims.length ? dims.join("x") : "scalar";
 }
 
 export function bytes(n) {

@@ -1,4 +1,4 @@
-// The frame fold (src/fold.js) on the sample traces in test/fixtures/ (made by minigrad.record()
+// The frame fold (src/trace/replay.js) on the sample traces in test/fixtures/ (made by minigrad.record()
 // and minigrad.trace_of()).
 import { test } from "node:test";
 import assert from "node:assert/strict";
@@ -12,7 +12,7 @@ import {
   frameEvents,
   phaseEndAfter,
   clampFrame,
-} from "../src/fold.js";
+} from "../src/trace/replay.js";
 
 const here = fileURLToPath(new URL("./fixtures/", import.meta.url));
 const load = (name) => JSON.parse(readFileSync(here + name + ".json", "utf8"));

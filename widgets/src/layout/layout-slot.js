@@ -2,13 +2,13 @@
 //
 // globalThis.__minigrad_viz is a promise of the engine, with `provide(engine)` attached.
 // Whoever comes first creates it: the engine model's initialize() (viz.js) or a view that
-// renders before the engine has arrived. Both sides call engineSlot(), so the order in which
+// renders before the engine has arrived. Both sides call layoutSlot(), so the order in which
 // anywidget loads the models does not matter. The promise never rejects: an engine that
 // could not start is provided as {mode: "failed", error}.
-export const ENGINE_KEY = "__minigrad_viz";
+export const LAYOUT_ENGINE_KEY = "__minigrad_viz";
 
-export function engineSlot(g = globalThis) {
-  let slot = g[ENGINE_KEY];
+export function layoutSlot(g = globalThis) {
+  let slot = g[LAYOUT_ENGINE_KEY];
   if (!slot || typeof slot.then !== "function" || typeof slot.provide !== "function") {
     let resolve;
     slot = new Promise((r) => (resolve = r));
@@ -20,14 +20,14 @@ export function engineSlot(g = globalThis) {
       resolve(engine);
       return true;
     };
-    g[ENGINE_KEY] = slot;
+    g[LAYOUT_ENGINE_KEY] = slot;
   }
   return slot;
 }
 
 /** A new, empty slot in place of one whose engine failed (so that a later engine can try again). */
 export function resetFailedSlot(g = globalThis) {
-  const slot = g[ENGINE_KEY];
-  if (slot && slot.engine && slot.engine.mode === "failed") g[ENGINE_KEY] = undefined;
-  return engineSlot(g);
+  const slot = g[LAYOUT_ENGINE_KEY];
+  if (slot && slot.engine && slot.engine.mode === "failed") g[LAYOUT_ENGINE_KEY] = undefined;
+  return layoutSlot(g);
 }

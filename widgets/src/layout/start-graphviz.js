@@ -1,9 +1,9 @@
-// Starts the layout engine: the Graphviz backend (engine-backend.js, embedded here as text by
+// Starts the layout engine: the Graphviz backend (graphviz-worker.js, embedded here as text by
 // build.mjs) in a Web Worker made from a blob URL, or, if this page cannot start workers, on the
 // page itself through a dynamic import of the same blob. Layouts run one at a time; one that
 // takes longer than its time limit is stopped by terminating the worker (a fresh one starts for
 // the next request), so a huge graph can never freeze the page.
-import ENGINE_SOURCE from "minigrad:engine-source";
+import ENGINE_SOURCE from "minigrad:graphviz-worker-source";
 
 export const LAYOUT_TIMEOUT_MS = 20000;
 const BOOT_TIMEOUT_MS = 30000;
@@ -128,7 +128,7 @@ async function startOnPage(url) {
  * layout() resolves to {svg, ms} (SVG text) and rejects with the reason; options are
  * {graphAttributes, timeoutMs, nodeCount}. Never rejects itself: a failure is mode "failed".
  */
-export async function startEngine({ useWorker = true, bootTimeoutMs = BOOT_TIMEOUT_MS } = {}) {
+export async function startGraphviz({ useWorker = true, bootTimeoutMs = BOOT_TIMEOUT_MS } = {}) {
   const t0 = Date.now();
   let url;
   try {

@@ -4,7 +4,7 @@
 //
 //   window.minigrad.mount(el, {widget: "tape", trace, options, message, frame})  ->  {model, destroy()}
 import { FakeModel } from "./fake-model.js";
-import { renderTapeView } from "./view-tape.js";
+import { renderTapeView } from "../views/tape-view.js";
 
 function mount(el, { widget = "tape", trace = null, options = {}, message = "", frame = 0 } = {}) {
   if (widget !== "tape") throw new Error(`minigrad.mount: this page's script draws a tape, not ${JSON.stringify(widget)}`);

@@ -1,7 +1,7 @@
-// The one step numbering (src/counter.js): step 0 is before anything ran, step k after k steps.
+// The one step numbering (src/trace/step-numbers.js): step 0 is before anything ran, step k after k steps.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { stepText, traceStepText } from "../src/counter.js";
+import { stepText, traceStepText } from "../src/trace/step-numbers.js";
 
 test("a frame index is the step number (AotView, TapeView: view.frame = 3 shows step 3)", () => {
   assert.equal(stepText(0, 6), "step 0 of 6");

@@ -1,7 +1,7 @@
-// Closed scopes' boxes (src/scopes.js): progress while backward runs, and what a click does.
+// Closed scopes' boxes (src/trace/scope-boxes.js): progress while backward runs, and what a click does.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { indexFolding, boxProgress, progressText, toggled } from "../src/scopes.js";
+import { indexFolding, boxProgress, progressText, toggled } from "../src/trace/scope-boxes.js";
 
 // y = f3(f2(f1(x))), with f1 and f2 inside the scope "layer0" (closed), f3 outside.
 const index = {

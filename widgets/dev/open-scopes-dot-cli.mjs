@@ -1,6 +1,6 @@
 // For tests/test_refold.py (not a test file itself: it waits for stdin): read {trace, table, cases: [expanded, ...]} as JSON on stdin and
-// print, for each case, what src/refold.js draws ({dot, folding}), as JSON.
-import { prepareScopes, refold } from "../src/refold.js";
+// print, for each case, what src/trace/open-scopes-dot.js draws ({dot, folding}), as JSON.
+import { prepareScopes, refold } from "../src/trace/open-scopes-dot.js";
 
 let input = "";
 process.stdin.setEncoding("utf8");

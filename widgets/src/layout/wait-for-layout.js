@@ -2,12 +2,12 @@
 //
 // The engine lives in its own anywidget model (static/viz.js), shared by every view of a kernel
 // and referenced by each view's `layout_engine` trait. Its initialize() provides the engine on
-// globalThis.__minigrad_viz (engine-slot.js), usually before a view renders, but nothing
+// globalThis.__minigrad_viz (layout-slot.js), usually before a view renders, but nothing
 // guarantees the order: a view may render while the engine's ESM is still being imported. So
 // a view waits on the slot's promise, and meanwhile asks the widget manager for the engine's
 // model (that is what makes a manager that creates models lazily create it, and so run its
 // initialize()). After `timeoutMs` it tells the reader, and keeps waiting.
-import { engineSlot } from "./engine-slot.js";
+import { layoutSlot } from "./layout-slot.js";
 
 /** The model id in a widget reference: "IPY_MODEL_<id>" (widget_serialization) or "anywidget:<id>". */
 export function referencedModelId(ref) {
@@ -26,7 +26,7 @@ function nudge(model, host) {
   }
   const id = referencedModelId(ref);
   if (!id) return;
-  const slot = engineSlot();
+  const slot = layoutSlot();
   try {
     if (host && typeof host.getWidget === "function") {
       // anywidget >= 0.10: waits for the engine model's initialize() and returns its exports.
@@ -48,8 +48,8 @@ function nudge(model, host) {
  * Resolve to the engine ({mode, layout(dot, options)}). onSlow() is called once if it has not
  * arrived after timeoutMs.
  */
-export function waitForEngine({ model, host, timeoutMs = 20000, onSlow } = {}) {
-  const slot = engineSlot();
+export function waitForLayout({ model, host, timeoutMs = 20000, onSlow } = {}) {
+  const slot = layoutSlot();
   if (slot.engine) return Promise.resolve(slot.engine);
   if (model) nudge(model, host);
   let timer = null;

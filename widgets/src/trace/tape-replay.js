@@ -1,6 +1,6 @@
 // The state of a slot tape at one frame of TapeView's document (minigrad/tape/document.py):
 // frame 0 is the slot table after forward; frame k has the first k deltas folded in.
-// No DOM here, so that Node tests it (test/tape-state.test.js).
+// No DOM here, so that Node tests it (test/tape-replay.test.js).
 export class TapeState {
   constructor(doc) {
     this.doc = doc;

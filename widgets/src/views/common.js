@@ -1,12 +1,12 @@
 // What the three views share: reading the traits, and the graph pane (wait for the engine, lay
 // out once per DOT, report timings on the widget's element).
-import { h } from "./dom.js";
-import { GraphCanvas, layoutAttributes } from "./graph-canvas.js";
-import { waitForEngine } from "./engine-client.js";
-import { count } from "./format.js";
-import { BOX, indexFolding, toggled } from "./scopes.js";
-import { engineSlot } from "./engine-slot.js";
-import { prepareScopes, refold } from "./refold.js";
+import { h } from "../ui/dom.js";
+import { GraphCanvas, layoutAttributes } from "../ui/graph-canvas.js";
+import { waitForLayout } from "../layout/wait-for-layout.js";
+import { count } from "../text/format.js";
+import { BOX, indexFolding, toggled } from "../trace/scope-boxes.js";
+import { layoutSlot } from "../layout/layout-slot.js";
+import { prepareScopes, refold } from "../trace/open-scopes-dot.js";
 
 export const ENGINE_TIMEOUT_MS = 20000;
 const LAYOUTS_KEPT = 8;
@@ -42,7 +42,7 @@ export function readOptions(model, trace) {
 
 /**
  * What the graph pane draws now, {dot, folding}. With a `scope_table` the page writes the DOT
- * for the open scopes (`expanded`) itself (refold.js), so opening a box waits for no kernel;
+ * for the open scopes (`expanded`) itself (trace/open-scopes-dot.js), so opening a box waits for no kernel;
  * without one (no scopes, or an older kernel) it draws the kernel's `dot` and `folding`.
  */
 export class FoldedDrawing {
@@ -174,7 +174,7 @@ export class GraphPane {
   }
 
   async prefetch(id) {
-    const slot = engineSlot();
+    const slot = layoutSlot();
     if (this.prefetching || this.disposed || !this.mounted || !slot.engine || slot.engine.mode === "failed") return;
     const drawn = this.drawing.for(toggled(this.model.get("expanded"), id));
     if (!drawn) return;
@@ -236,7 +236,7 @@ export class GraphPane {
     const keep = canvas.svg !== null && !this.message;
     if (!keep) canvas.showMessage("Loading the graph layout engine…", "loading");
     const waitStart = now();
-    const engine = await waitForEngine({
+    const engine = await waitForLayout({
       model: this.model,
       host: this.host,
       timeoutMs: ENGINE_TIMEOUT_MS,

@@ -1,10 +1,10 @@
 // MemoryView: the arena strip at one step, and bytes used over the whole trace (anywidget AFM).
-import { h, setText } from "./dom.js";
-import { injectStyles } from "./css.js";
-import { indexTrace, Replayer, clampFrame, frameEvents } from "./fold.js";
-import { MemoryStrip, MemoryTimeline, MemoryCompare } from "./memory.js";
-import { copyTrace, readOptions, now, afterPaint } from "./view-common.js";
-import { traceStepShort, traceStepText } from "./counter.js";
+import { h, setText } from "../ui/dom.js";
+import { injectStyles } from "../ui/inject-styles.js";
+import { indexTrace, Replayer, clampFrame, frameEvents } from "../trace/replay.js";
+import { MemoryStrip, MemoryTimeline, MemoryCompare } from "../ui/memory-charts.js";
+import { copyTrace, readOptions, now, afterPaint } from "./common.js";
+import { traceStepShort, traceStepText } from "../trace/step-numbers.js";
 
 /** The frame where the arenas together use the most bytes (by their events). */
 export function peakFrame(index) {

@@ -1,12 +1,12 @@
-// The rendezvous between the engine widget and the views (src/engine-slot.js,
-// src/engine-client.js): whichever side comes first, the views get the engine.
+// The rendezvous between the engine widget and the views (src/layout/layout-slot.js,
+// src/layout/wait-for-layout.js): whichever side comes first, the views get the engine.
 import { test, beforeEach } from "node:test";
 import assert from "node:assert/strict";
-import { engineSlot, resetFailedSlot, ENGINE_KEY } from "../src/engine-slot.js";
-import { waitForEngine, referencedModelId } from "../src/engine-client.js";
+import { layoutSlot, resetFailedSlot, LAYOUT_ENGINE_KEY } from "../src/layout/layout-slot.js";
+import { waitForLayout, referencedModelId } from "../src/layout/wait-for-layout.js";
 
 beforeEach(() => {
-  delete globalThis[ENGINE_KEY];
+  delete globalThis[LAYOUT_ENGINE_KEY];
 });
 
 const model = (ref, calls = []) => ({
@@ -24,16 +24,16 @@ test("widget references: IPY_MODEL_ (widget_serialization) and anywidget: (Widge
 
 test("engine first, view second: the view gets it at once", async () => {
   const engine = { mode: "worker" };
-  engineSlot().provide(engine);
-  assert.equal(await waitForEngine({ model: model("IPY_MODEL_e") }), engine);
+  layoutSlot().provide(engine);
+  assert.equal(await waitForLayout({ model: model("IPY_MODEL_e") }), engine);
 });
 
 test("view first, engine second: the view waits, and asks the manager for the engine model", async () => {
   const calls = [];
-  const waiting = waitForEngine({ model: model("IPY_MODEL_e1", calls) });
+  const waiting = waitForLayout({ model: model("IPY_MODEL_e1", calls) });
   assert.deepEqual(calls, ["e1"], "get_model makes a lazy manager create the engine model");
   const engine = { mode: "worker" };
-  setTimeout(() => engineSlot().provide(engine), 10);
+  setTimeout(() => layoutSlot().provide(engine), 10);
   assert.equal(await waiting, engine);
 });
 
@@ -41,26 +41,26 @@ test("anywidget >= 0.10: the engine's exports through host.getWidget", async () 
   const engine = { mode: "worker" };
   const asked = [];
   const host = { getWidget: async (ref) => (asked.push(ref), { exports: { engine: Promise.resolve(engine) } }) };
-  const got = await waitForEngine({ model: model("IPY_MODEL_e2"), host });
+  const got = await waitForLayout({ model: model("IPY_MODEL_e2"), host });
   assert.equal(got, engine);
   assert.deepEqual(asked, ["anywidget:e2"]);
 });
 
 test("the first engine provided wins; a failed one can be replaced", async () => {
-  const slot = engineSlot();
+  const slot = layoutSlot();
   assert.equal(slot.provide({ mode: "failed", error: "no wasm" }), true);
   assert.equal(slot.provide({ mode: "worker" }), false);
   const fresh = resetFailedSlot();
   assert.notEqual(fresh, slot);
   fresh.provide({ mode: "page" });
-  assert.equal((await waitForEngine({})).mode, "page");
+  assert.equal((await waitForLayout({})).mode, "page");
 });
 
 test("onSlow fires when the engine does not come, and the wait goes on", async () => {
   let slow = 0;
-  const waiting = waitForEngine({ model: model(null), timeoutMs: 20, onSlow: () => slow++ });
+  const waiting = waitForLayout({ model: model(null), timeoutMs: 20, onSlow: () => slow++ });
   await new Promise((r) => setTimeout(r, 50));
   assert.equal(slow, 1);
-  engineSlot().provide({ mode: "worker" });
+  layoutSlot().provide({ mode: "worker" });
   assert.equal((await waiting).mode, "worker");
 });

@@ -3,17 +3,17 @@
 // anywidget runs initialize() when the engine's model is created on the page, which happens
 // when its comm opens, whether or not the model is ever displayed. initialize() starts the
 // Graphviz engine once per page and hands it to the views through globalThis.__minigrad_viz
-// (engine-slot.js). It returns at once (anywidget gives a model two seconds to initialize):
+// (layout-slot.js). It returns at once (anywidget gives a model two seconds to initialize):
 // the engine arrives later through the promise. With anywidget >= 0.10 the returned object is
 // also the widget's exports ({engine: promise}), which views may reach through host.getWidget().
-import { engineSlot, resetFailedSlot } from "./engine-slot.js";
-import { startEngine } from "./engine-core.js";
+import { layoutSlot, resetFailedSlot } from "./layout-slot.js";
+import { startGraphviz } from "./start-graphviz.js";
 
 function ensureEngine() {
-  let slot = engineSlot();
+  let slot = layoutSlot();
   if (slot.engine && slot.engine.mode === "failed" && !slot.starting) slot = resetFailedSlot();
   if (!slot.engine && !slot.starting) {
-    slot.starting = startEngine().then((engine) => {
+    slot.starting = startGraphviz().then((engine) => {
       slot.provide(engine);
       return engine;
     });

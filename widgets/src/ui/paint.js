@@ -1,8 +1,8 @@
 // Restyling the laid-out graph for one replay state. Every node and edge keeps what it shows
 // now (a bit mask of classes and its badge text); paint() computes what it should show and
 // writes to the DOM only where the two differ. Nothing is searched for in the SVG.
-import { shortValues, tagValues, values } from "./format.js";
-import { boxProgress, progressText } from "./scopes.js";
+import { tagValues, values } from "../text/format.js";
+import { boxProgress, progressText } from "../trace/scope-boxes.js";
 import { nodeName } from "./a11y.js";
 
 const NODE_CLASSES = [

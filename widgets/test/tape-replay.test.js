@@ -1,8 +1,8 @@
-// TapeView's fold (src/tape-state.js): any frame reached by stepping, jumping or going back
+// TapeView's fold (src/trace/tape-replay.js): any frame reached by stepping, jumping or going back
 // shows the same grads, use counts, freed slots and finished instructions.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { TapeState } from "../src/tape-state.js";
+import { TapeState } from "../src/trace/tape-replay.js";
 
 // y = sin(x * w) with x, w vars: s2 = mul(s0, s1), s3 = sin(s2); backward seeds s3, then runs
 // #1 (sin) and #0 (mul). The numbers are those document.py writes for x = 0.5, w = 2.

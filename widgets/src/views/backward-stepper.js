@@ -1,20 +1,20 @@
 // BackwardStepper: step through forward and backward one frame at a time (anywidget AFM).
 //
-// The picture is laid out once per DOT; a step folds the trace to the new frame (fold.js) and
-// restyles only what changed (paint.js, memory.js). `frame` is synced both ways; past the last
+// The picture is laid out once per DOT; a step folds the trace to the new frame (trace/replay.js) and
+// restyles only what changed (ui/paint.js, ui/memory-charts.js). `frame` is synced both ways; past the last
 // recorded frame, while `live`, the kernel is asked to run the real engine ("advance",
 // "finish") and answers with an "append" message.
-import { h, setText } from "./dom.js";
-import { injectStyles } from "./css.js";
-import { indexTrace, Replayer, clampFrame, frameEvents, phaseEndAfter } from "./fold.js";
-import { legend } from "./legend.js";
-import { renderInspector, renderScope } from "./inspector.js";
-import { StepPainter } from "./paint.js";
-import { MemoryStrip } from "./memory.js";
-import { FoldedDrawing, GraphPane, copyTrace, readOptions, now, zoomControls } from "./view-common.js";
-import { BOX, boxProgress, indexFolding } from "./scopes.js";
-import { Player } from "./player.js";
-import { traceStepText } from "./counter.js";
+import { h, setText } from "../ui/dom.js";
+import { injectStyles } from "../ui/inject-styles.js";
+import { indexTrace, Replayer, clampFrame, frameEvents, phaseEndAfter } from "../trace/replay.js";
+import { legend } from "../ui/legend.js";
+import { renderInspector, renderScope } from "../ui/inspector.js";
+import { StepPainter } from "../ui/paint.js";
+import { MemoryStrip } from "../ui/memory-charts.js";
+import { FoldedDrawing, GraphPane, copyTrace, readOptions, now, zoomControls } from "./common.js";
+import { BOX, boxProgress, indexFolding } from "../trace/scope-boxes.js";
+import { Player } from "../ui/player.js";
+import { traceStepText } from "../trace/step-numbers.js";
 
 const PHASE_HINT = {
   forward: "forward: the graph is being recorded; no gradients yet",

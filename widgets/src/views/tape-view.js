@@ -6,17 +6,17 @@
 // changed, slots freed). A frame is reached by folding the deltas, so back, first, the slider
 // and play run here. Past the last frame, while `live`, the kernel is asked to run one more
 // instruction ("advance") or all of them ("finish") and answers with an "append" message.
-import { h, setText } from "./dom.js";
-import { injectStyles } from "./css.js";
-import { afterPaint, now } from "./view-common.js";
-import { values as showValues, shape as showShape } from "./format.js";
-import { VirtualRows } from "./virtual-rows.js";
-import { TapeState } from "./tape-state.js";
-import TAPE_CSS from "./tape.css";
-import { Player } from "./player.js";
-import { stepText } from "./counter.js";
+import { h, setText } from "../ui/dom.js";
+import { injectStyles } from "../ui/inject-styles.js";
+import { afterPaint, now } from "./common.js";
+import { values as showValues, shapeText } from "../text/format.js";
+import { VirtualRows } from "../ui/virtual-rows.js";
+import { TapeState } from "../trace/tape-replay.js";
+import TAPE_CSS from "./tape-view.css";
+import { Player } from "../ui/player.js";
+import { stepText } from "../trace/step-numbers.js";
 
-const ROW_HEIGHT = 21; // px: tape.css gives .mg-row and the instruction items this height
+const ROW_HEIGHT = 21; // px: tape-view.css gives .mg-row and the instruction items this height
 const HEAD_HEIGHT = 23; // the table's sticky header
 const MARK = `minigrad-tape-${__MINIGRAD_WIDGETS_VERSION__}`;
 
@@ -127,7 +127,7 @@ class TapeView extends Player {
   makeSlotRow(i) {
     const s = this.doc.slots;
     const kind = s.kinds[i];
-    const shape = s.shapes[i] && s.shapes[i].length ? ` ${showShape(s.shapes[i])}` : "";
+    const shape = s.shapes[i] && s.shapes[i].length ? ` ${shapeText(s.shapes[i])}` : "";
     const cell = (cls, text) => h("span", { class: cls, role: "cell", text });
     return h(
       "div",

@@ -1,8 +1,8 @@
 // The memory plan of an ahead-of-time graph as a strip of live ranges: one row per tensor, a bar
 // from the operation that writes it to the last operation that reads it, over one time axis that
 // runs through forward and then backward. The peak is a vertical line.
-import { h } from "./dom.js";
-import { bytes, middleEllipsis } from "./format.js";
+import { h } from "../ui/dom.js";
+import { bytes, middleEllipsis } from "../text/format.js";
 
 const KIND_TEXT = {
   param: "parameter",

@@ -1,6 +1,6 @@
 // What the inspector says about one node: values, gradients, parents vs saved tensors.
 import { h } from "./dom.js";
-import { values, shape, bytes } from "./format.js";
+import { values, shapeText, bytes } from "../text/format.js";
 
 const relationsCache = new WeakMap();
 
@@ -41,7 +41,7 @@ function nodeList(index, ids, onPick) {
     if (seen.has(id)) continue;
     seen.add(id);
     const node = index.nodes.get(id);
-    const text = node ? (node.type === "op" ? node.label : `${node.label} (${shape(node.shape)})`) : id;
+    const text = node ? (node.type === "op" ? node.label : `${node.label} (${shapeText(node.shape)})`) : id;
     ul.append(h("li", null, pickButton(id, text, onPick)));
   }
   return ul;
@@ -137,7 +137,7 @@ export function renderInspector(container, { index, id, state = null, showValues
     const ctx = node.ctx && Object.keys(node.ctx).length ? JSON.stringify(node.ctx) : "";
     if (ctx) row(dl, "ctx", h("code", { text: ctx.length > 160 ? ctx.slice(0, 157) + "…" : ctx }));
   } else {
-    row(dl, "shape", h("span", { text: `${shape(node.shape)} ${node.dtype}` }));
+    row(dl, "shape", h("span", { text: `${shapeText(node.shape)} ${node.dtype}` }));
     if (showValues) row(dl, "value", exists ? h("code", { text: values(node.value, node.size) }) : h("span", { class: "mg-muted", text: "not computed yet" }));
     const g = gradText(state, node);
     if (g) row(dl, "grad", g);

@@ -1,4 +1,4 @@
-// The Graphviz backend as built (build/engine-backend.js, written by `npm run build`), run in
+// The Graphviz backend as built (build/graphviz-worker.js, written by `npm run build`), run in
 // Node: the re-encoded WebAssembly unpacks, and a trace's DOT becomes SVG with the ids the
 // views look for. Skipped when the bundle has not been built.
 import { test } from "node:test";
@@ -7,7 +7,7 @@ import { existsSync, readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { dotFromTrace } from "./support-dot.js";
 
-const bundle = fileURLToPath(new URL("../build/engine-backend.js", import.meta.url));
+const bundle = fileURLToPath(new URL("../build/graphviz-worker.js", import.meta.url));
 const fixture = (name) => JSON.parse(readFileSync(fileURLToPath(new URL(`./fixtures/${name}.json`, import.meta.url)), "utf8"));
 const built = existsSync(bundle);
 

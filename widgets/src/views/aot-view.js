@@ -4,13 +4,14 @@
 // The document (minigrad/aot/document.py) lists every drawn node with the derivation step that
 // created it (forward nodes: none, they exist from the start). Frame k shows steps 0..k: a
 // node exists when its step is <= k. The picture is laid out once; a step only restyles it.
-import { h, s, setText } from "./dom.js";
-import { injectStyles } from "./css.js";
-import { GraphPane, now, zoomControls } from "./view-common.js";
-import { PlanStrip } from "./aot-plan.js";
-import AOT_CSS from "./aot-styles.css";
-import { Player } from "./player.js";
-import { stepText } from "./counter.js";
+import { h, s, setText } from "../ui/dom.js";
+import { injectStyles } from "../ui/inject-styles.js";
+import { GraphPane, now, zoomControls } from "./common.js";
+import { PlanStrip } from "./aot-plan-strip.js";
+import AOT_CSS from "./aot-view.css";
+import { Player } from "../ui/player.js";
+import { stepText } from "../trace/step-numbers.js";
+import { shapeText } from "../text/format.js";
 
 const PHASE_HINT = {
   captured: "the forward graph as captured; no backward operation derived yet",
@@ -119,7 +120,7 @@ function inspector(container, index, id, state, why, onPick) {
       row("backward", h("span", { class: "mg-muted", text: "no rule runs: none of its outputs needs a gradient" }));
     }
   } else {
-    if (node.shape) row("shape", h("span", { text: `${node.shape.length ? node.shape.join("×") : "scalar"} ${node.dtype || ""}` }));
+    if (node.shape) row("shape", h("span", { text: `${shapeText(node.shape)} ${node.dtype || ""}` }));
     if (node.why_no_grad) row("gradient", h("span", { class: "mg-muted", text: `none: ${node.why_no_grad}` }));
     const readers = index.readers.get(id) || [];
     if (readers.length) row("read by backward", links(readers.map((r) => r.op)));
