@@ -31,6 +31,9 @@ from .slots import Slot, SlotError, StaleSlotError
 ADD, SUB, MUL, DIV, NEG, POW, SIN, COS, EXP, LOG, TANH, RELU = range(12)
 BINARY = 4          # op codes below this take two slots
 BACKWARD = tuple(RULES[name].backward for name in OP_NAMES)   # op code -> its rule's backward
+# The attrs of every op but pow: one shared empty dict rather than one per Instr (Instrs are read,
+# never changed). See Rows for why a container per instruction is worth saving.
+NO_ATTRS: dict = {}
 
 
 class Instr(NamedTuple):
@@ -42,40 +45,80 @@ class Instr(NamedTuple):
 
 
 class TapeStep(NamedTuple):
-    """One instruction undone by backward_steps, and what it changed."""
+    """One instruction undone by backward_steps; what it changed is read from its walk's log."""
     position: int                 # index into tape.instrs
     instr: Instr
-    grad_writes: tuple            # (slot, its grad after this step) for every grad it wrote
-    uses: tuple                   # (slot, its use count after this step) for every slot it read
-    freed: tuple                  # slots whose value is no longer needed (and not a var)
-    walk: "UseCountLog | None" = None   # the use counts of the whole walk (see remaining)
-    index: int = 0                # this step's place in the walk
+    log: "StepLog"                # what every step of the walk changed
+    index: int                    # this step's place in the walk
+
+    @property
+    def grad_writes(self) -> tuple:
+        """(slot, its grad after this step) for every grad it wrote."""
+        return self.log.writes.pairs(self.index)
+
+    @property
+    def uses(self) -> tuple:
+        """(slot, its use count after this step) for every slot it read."""
+        return self.log.uses.pairs(self.index)
+
+    @property
+    def freed(self) -> tuple:
+        """The slots whose value is no longer needed (and not a var)."""
+        return self.log.freed.row(self.index)
 
     @property
     def remaining(self) -> tuple:
         """The use count of every slot after this step (rebuilt from the walk's changes)."""
-        return self.walk.after(self.index)
+        return self.log.remaining(self.index)
 
 
-class UseCountLog:
-    """The use counts of one backward_steps walk: the counts before it and what each step
-    changed. The plain idea is a copy of every slot's count in every step, which makes keeping
-    the steps of n instructions cost n² (x15 for 4x the instructions, benchmarks/scale.py);
-    a step keeps its own reads instead, and `remaining` is rebuilt for the steps one reads."""
+class Rows:
+    """Rows of numbers kept end to end in one flat list, with where each row ends.
+
+    The plain idea is a tuple per row (a step's grad writes, say). But CPython's cyclic collector
+    runs a full collection, which rescans every container alive, after about every 70,000
+    containers made; a walk that keeps n steps, each with a few tuples, makes that O(n) times
+    over O(n) kept containers. Two lists of numbers are two containers however long the walk:
+    a kept step now makes 3 containers (its TapeStep and its Instr's), not 9."""
+
+    def __init__(self):
+        self.flat, self.ends = [], []
+
+    def add(self, numbers) -> None:
+        self.flat.extend(numbers)
+        self.ends.append(len(self.flat))
+
+    def row(self, i: int) -> tuple:
+        return tuple(self.flat[self.ends[i - 1] if i else 0:self.ends[i]])
+
+    def pairs(self, i: int) -> tuple:
+        row = self.row(i)
+        return tuple(zip(row[0::2], row[1::2]))
+
+
+class StepLog:
+    """What each step of one backward_steps walk changed: the grads it wrote, the use counts of
+    the slots it read and the slots it freed, and the use counts before the walk. The plain
+    idea is a copy of every slot's count in every step, which makes keeping the steps of n
+    instructions cost n² (x15 for 4x the instructions); a step keeps its own reads instead, and
+    `remaining` is rebuilt for the steps one reads."""
 
     def __init__(self, counts: list):
-        self.start, self.changes = tuple(counts), []
+        self.start = tuple(counts)
+        self.writes, self.uses, self.freed = Rows(), Rows(), Rows()
 
     def step(self, position, instr, writes, remaining: list, freed) -> TapeStep:
-        uses = tuple((slot, remaining[slot]) for slot in dict.fromkeys(instr.inputs))
-        self.changes.append(uses)
-        return TapeStep(position, instr, writes, uses, freed, self, len(self.changes) - 1)
+        self.writes.add(number for write in writes for number in write)
+        self.uses.add(number for slot in dict.fromkeys(instr.inputs)
+                      for number in (slot, remaining[slot]))
+        self.freed.add(freed)
+        return TapeStep(position, instr, self, len(self.freed.ends) - 1)
 
-    def after(self, index: int) -> tuple:
+    def remaining(self, index: int) -> tuple:
         counts = list(self.start)
-        for uses in self.changes[:index + 1]:
-            for slot, count in uses:
-                counts[slot] = count
+        flat = self.uses.flat
+        for k in range(0, self.uses.ends[index], 2):
+            counts[flat[k]] = flat[k + 1]
         return tuple(counts)
 
 
@@ -151,11 +194,11 @@ class Tape:
         rows, built = self._rows, self._instrs
         for code, a, b, out in rows[len(built):]:
             if code < BINARY:
-                built.append(Instr(OP_NAMES[code], (a, b), out, {}))
+                built.append(Instr(OP_NAMES[code], (a, b), out, NO_ATTRS))
             elif code == POW:
                 built.append(Instr("pow", (a,), out, {"exponent": b}))
             else:
-                built.append(Instr(OP_NAMES[code], (a,), out, {}))
+                built.append(Instr(OP_NAMES[code], (a,), out, NO_ATTRS))
         return built
 
     def use_counts(self) -> list[int]:
@@ -418,7 +461,7 @@ class Tape:
         produced = {instr.output for instr in instrs}
         self._remaining = None
         remaining = self._remaining = self.use_counts()
-        walk = UseCountLog(remaining) if snapshot else None   # (what a kept step keeps)
+        log = StepLog(remaining) if snapshot else None   # (what a kept step reads)
         try:
             for position in reversed(range(len(instrs))):
                 instr = instrs[position]
@@ -427,8 +470,7 @@ class Tape:
                     remaining[i] -= 1
                 freed = () if retain else self._dead(instr, remaining, produced)
                 self._release(freed)
-                yield (walk.step(position, instr, writes, remaining, freed) if snapshot
-                       else TapeStep(position, instr, writes, (), freed))
+                yield log.step(position, instr, writes, remaining, freed) if snapshot else position
         finally:   # finished or abandoned: use_counts() reports the recording again
             if self._remaining is remaining:
                 self._remaining = None

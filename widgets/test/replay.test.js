@@ -6,6 +6,7 @@ import { readFileSync, readdirSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import {
   indexTrace,
+  extendIndex,
   stateAt,
   snapshot,
   Replayer,
@@ -205,3 +206,73 @@ test("checkpoint: a recompute phase inside backward, then backward again, then r
   const end = stateAt(t, t.frames.length - 1);
   assert.equal(end.done, true);
 });
+
+// A live stepper's trace grows by "append" messages: one step's events and frames, the blocks
+// met in them, the arenas. The index grows in place by exactly those (extendIndex), and must
+// then equal the index of the whole trace so far, built from nothing.
+function liveMessages(t, cut) {
+  const allocAt = new Map();
+  t.events.forEach((ev, i) => {
+    if (ev.type === "alloc" && !allocAt.has(ev.block)) allocAt.set(ev.block, i);
+  });
+  const blocksUpTo = (last) => t.blocks.filter((b) => (allocAt.has(b.id) ? allocAt.get(b.id) : -1) <= last);
+  const prefix = (k) => ({
+    ...t,
+    events: t.events.slice(0, t.frames[k] + 1),
+    frames: t.frames.slice(0, k + 1),
+    blocks: blocksUpTo(t.frames[k]),
+  });
+  const messages = [];
+  for (let k = cut + 1; k < t.frames.length; k++) {
+    const first = t.frames[k - 1] + 1;
+    const last = t.frames[k];
+    messages.push({
+      events: t.events.slice(first, last + 1),
+      frames: [last],
+      blocks: t.blocks.filter((b) => allocAt.has(b.id) && allocAt.get(b.id) >= first && allocAt.get(b.id) <= last),
+      arenas: t.arenas || [],
+    });
+  }
+  return { prefix, messages };
+}
+
+const indexView = (index) => ({
+  blocks: [...index.blocks.keys()].sort(),
+  preexisting: [...index.preexisting],
+  extent: [...index.extent.entries()].sort(),
+  arenas: [...index.arenas.keys()],
+  framePhase: [...index.framePhase],
+  events: index.events.length,
+  frames: index.frames.length,
+});
+
+for (const name of ["chain200", "mlp_step", "pool_step", "checkpoint"]) {
+  test(`${name}: a live step's index work is what its message adds, and the index is the same`, () => {
+    const t = load(name);
+    const cut = Math.min(t.initial_frame ?? 0, Math.floor(t.frames.length / 2)); // (chain200 is forward only)
+    const { prefix, messages } = liveMessages(t, cut);
+    assert.ok(messages.length > 3, `${name}: steps to append`);
+    const live = prefix(cut);
+    const index = indexTrace(live);
+    const r = new Replayer(index);
+    r.seek(cut);
+    const work = [];
+    messages.forEach((m, i) => {
+      live.events.push(...m.events); // (as the view appends to its trace, which the index shares)
+      live.frames.push(...m.frames);
+      live.blocks.push(...m.blocks);
+      const { entries } = extendIndex(index, m);
+      work.push(entries);
+      assert.equal(entries, m.events.length + m.frames.length + m.blocks.length + m.arenas.length, `${name}: message ${i}`);
+      const k = cut + 1 + i;
+      assert.deepEqual(indexView(index), indexView(indexTrace(prefix(k))), `${name}: index after step ${k}`);
+      assert.deepEqual(snapshot(r.seek(k)), snapshot(stateAt(prefix(k), k)), `${name}: state after step ${k}`);
+    });
+    // Rebuilding the index each message would touch every event so far: the last message
+    // would cost more than the first by the length of the trace in between.
+    const total = work.reduce((a, b) => a + b, 0);
+    const sizes = messages.map((m) => m.events.length + m.frames.length + m.blocks.length + m.arenas.length);
+    assert.equal(total, sizes.reduce((a, b) => a + b, 0));
+    assert.ok(work[work.length - 1] < t.events.length / 4, `${name}: ${work[work.length - 1]} entries for the last step`);
+  });
+}

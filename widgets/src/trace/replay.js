@@ -10,8 +10,9 @@
 const PHASE_OF = { forward: "forward", recompute: "recompute", backward: "backward", release: "released" };
 
 /**
- * Look-up tables for one trace. Cheap (one pass over nodes, edges, blocks and events), so it
- * is simply rebuilt when events are appended.
+ * Look-up tables for one trace: one pass over nodes, edges, blocks and events. A live stepper
+ * gains events, frames and blocks with every step; `extendIndex` adds just those, so that a
+ * step's page work is what the step added, not the whole trace again.
  */
 export function indexTrace(trace) {
   const nodes = new Map();
@@ -21,36 +22,80 @@ export function indexTrace(trace) {
     nodes.set(node.id, node);
     (node.type === "op" ? opIds : varIds).push(node.id);
   }
-  const edges = trace.edges || [];
-  const blocks = new Map();
-  for (const block of trace.blocks || []) blocks.set(block.id, block);
-  const arenas = new Map();
-  for (const arena of trace.arenas || []) arenas.set(arena.id, arena);
-  const events = trace.events || [];
-  const frames = trace.frames || [];
+  const index = {
+    trace,
+    nodes,
+    opIds,
+    varIds,
+    edges: trace.edges || [],
+    blocks: new Map(),
+    arenas: new Map(),
+    events: trace.events || [], // (the trace's own lists: a live view appends to them)
+    frames: trace.frames || [],
+    // Blocks with no "alloc" event were there before recording began (parameters on a
+    // permanent arena, say): they are alive from the first frame on.
+    allocated: new Set(),
+    preexisting: [],
+    // The byte range each arena's strip must cover, so that blocks never move while replaying.
+    extent: new Map(),
+    framePhase: [], // the phase of each frame: the phase of the state after its last event
+  };
+  extendIndex(index, { events: index.events, frames: index.frames, blocks: trace.blocks || [], arenas: trace.arenas || [] });
+  return index;
+}
 
-  // Blocks with no "alloc" event were there before recording began (parameters on a
-  // permanent arena, say): they are alive from the first frame on.
-  const allocated = new Set();
-  // The byte range each arena's strip must cover, so that blocks never move while replaying.
-  const extent = new Map();
+/**
+ * Add what a trace gained to its index, in place: the new events and frames (already appended
+ * to the trace's lists, which the index shares), the new blocks, and the arenas (a few small
+ * records, sent whole). Returns what it touched ({entries}: one per event, frame, block and
+ * arena read), whether the blocks alive before the first event changed (a Replayer then folds
+ * from the start again) and whether the memory strip's blocks, arenas or extents changed.
+ */
+export function extendIndex(index, { events = [], frames = [], blocks = [], arenas = [] }) {
+  let entries = 0;
+  let preexistingChanged = false;
+  let stripChanged = blocks.length > 0; // (the memory strip draws every block, on its arena's extent)
+  const widen = (arena, end) => {
+    const before = index.extent.get(arena) || 0;
+    if (end > before || !index.extent.has(arena)) {
+      index.extent.set(arena, end);
+      stripChanged = true;
+    }
+  };
   for (const ev of events) {
-    if (ev.type === "alloc") allocated.add(ev.block);
-    if (ev.arena != null && typeof ev.high_water === "number") {
-      extent.set(ev.arena, Math.max(extent.get(ev.arena) || 0, ev.high_water, ev.used || 0));
+    entries++;
+    if (ev.type === "alloc" && !index.allocated.has(ev.block)) {
+      index.allocated.add(ev.block);
+      const at = index.blocks.has(ev.block) ? index.preexisting.indexOf(ev.block) : -1;
+      if (at >= 0) {
+        // (a block thought there from the start is allocated after all: rare)
+        index.preexisting.splice(at, 1);
+        preexistingChanged = true;
+      }
+    }
+    if (ev.arena != null && typeof ev.high_water === "number") widen(ev.arena, Math.max(ev.high_water, ev.used || 0));
+  }
+  for (const block of blocks) {
+    entries++;
+    const known = index.blocks.has(block.id);
+    index.blocks.set(block.id, block);
+    widen(block.arena, block.offset + block.nbytes);
+    if (!known && !index.allocated.has(block.id)) {
+      index.preexisting.push(block.id);
+      preexistingChanged = true;
     }
   }
-  for (const block of blocks.values()) {
-    const end = block.offset + block.nbytes;
-    extent.set(block.arena, Math.max(extent.get(block.arena) || 0, end));
+  for (const arena of arenas) {
+    entries++;
+    const before = index.arenas.get(arena.id);
+    if (!before || before.name !== arena.name || before.type !== arena.type || before.capacity !== arena.capacity) stripChanged = true;
+    index.arenas.set(arena.id, arena);
   }
-  const preexisting = [];
-  for (const id of blocks.keys()) if (!allocated.has(id)) preexisting.push(id);
-
-  // Phase of each frame: the phase of the state after its last event.
-  const framePhase = frames.map((e) => PHASE_OF[events[e]?.phase] || "forward");
-
-  return { trace, nodes, opIds, varIds, edges, blocks, arenas, events, frames, preexisting, extent, framePhase };
+  for (const e of frames) {
+    entries++;
+    index.framePhase.push(PHASE_OF[index.events[e]?.phase] || "forward");
+  }
+  return { entries, preexistingChanged, stripChanged };
 }
 
 function asIndex(traceOrIndex) {
@@ -237,9 +282,11 @@ export class Replayer {
     this.state = initialState(index);
   }
 
-  /** Keep the state but use a longer trace (events appended). */
-  extend(index) {
+  /** Keep the state but use a longer trace (events appended; extendIndex says whether the
+   * blocks alive from the start changed: then the next seek folds from the start). */
+  extend(index, { preexistingChanged = false } = {}) {
     this.index = index;
+    if (preexistingChanged) this.state = initialState(index);
   }
 
   seek(k) {

@@ -6,7 +6,7 @@
 // "finish") and answers with an "append" message.
 import { h, setText } from "../ui/dom.js";
 import { injectStyles } from "../ui/inject-styles.js";
-import { indexTrace, Replayer, clampFrame, frameEvents, phaseEndAfter } from "../trace/replay.js";
+import { indexTrace, extendIndex, Replayer, clampFrame, frameEvents, phaseEndAfter } from "../trace/replay.js";
 import { legend } from "../ui/legend.js";
 import { renderInspector, renderScope } from "../ui/inspector.js";
 import { StepPainter } from "../ui/paint.js";
@@ -189,13 +189,25 @@ class Stepper extends Player {
   message(content) {
     if (!content || content.kind !== "append") return;
     const t = this.trace;
-    if (Array.isArray(content.events)) t.events.push(...content.events);
-    if (Array.isArray(content.frames)) t.frames.push(...content.frames);
-    if (Array.isArray(content.blocks)) t.blocks = content.blocks;
-    if (Array.isArray(content.new_blocks)) t.blocks.push(...content.new_blocks); // (only the new ones travel)
+    const list = (x) => (Array.isArray(x) ? x : []);
+    const added = { events: list(content.events), frames: list(content.frames), blocks: list(content.new_blocks), arenas: list(content.arenas) };
+    t.events.push(...added.events);
+    t.frames.push(...added.frames);
+    t.blocks.push(...added.blocks); // (only the new ones travel)
     if (Array.isArray(content.arenas)) t.arenas = content.arenas;
-    this.reindex();
-    this.replayer.extend(this.index);
+    if (Array.isArray(content.blocks)) {
+      // (a whole block list: an older kernel) index everything again
+      t.blocks = content.blocks;
+      this.reindex();
+      this.replayer.extend(this.index, { preexistingChanged: true });
+    } else {
+      // A step's page work is what it added: the index grows in place (the painter and the
+      // strip hold the same index; the nodes and edges do not change after forward).
+      const { entries, preexistingChanged, stripChanged } = extendIndex(this.index, added);
+      this.el.dataset.indexedEntries = String(entries);
+      this.replayer.extend(this.index, { preexistingChanged });
+      if (stripChanged) this.memory.build(this.index);
+    }
     this.settle();
     const k = this.wanted !== null ? this.wanted : this.shown;
     this.wanted = null;
