@@ -1,15 +1,23 @@
-"""Lesson 11 (saves and memory plans): check_save_list.
+"""Lesson 11 (saves and memory plans): check_save_list and check_choose_recompute.
 
 The student predicts which forward tensors the backward graph of `exercise_graph()` reads through
 `saved.` (the required saves), from the forward graph's text and the rules alone. The check
 derives the backward graph and compares the prediction with `compute_required_saves` as a set,
 explaining each tensor that is missing or extra with the backward operation that reads it.
+
+check_choose_recompute: the student picks the fewest cheap saves to recompute so that
+aot.plan_memory(..., policy="recompute", recompute=chosen).peak_bytes fits a budget, or raises,
+naming the budget and the lowest peak, when nothing fits. The check plans every choice itself
+(_every_choice, which the student's function may not call) and re-plans the student's answer.
 """
 from __future__ import annotations
 
+import itertools
+import re
+
 import numpy as np
 
-from ._report import StudentError, call, failed, passed
+from ._report import StudentError, call, call_own, failed, passed
 
 CHECK = "check_save_list"
 
@@ -123,8 +131,6 @@ def budget_graphs() -> dict:
 
 def _every_choice(forward, backward) -> dict:
     """The check's own search: (chosen candidates) -> peak bytes, for every subset."""
-    import itertools
-
     from minigrad import aot
 
     candidates = aot.plan_memory(forward, backward, policy="recompute").recomputed
@@ -136,7 +142,6 @@ def _every_choice(forward, backward) -> dict:
 
 def _names_number(message: str, number: int) -> bool:
     """Whether message writes number, with or without thousands separators (1,234 or 1_234)."""
-    import re
     plain = re.sub(r"(?<=\d)[,_](?=\d{3}\b)", "", message)
     return re.search(rf"(?<![\d.]){number}(?![\d.])", plain) is not None
 
@@ -145,7 +150,6 @@ def check_choose_recompute(choose_recompute) -> bool:
     """choose_recompute(forward, backward, budget_bytes) -> the fewest cheap saves to recompute
     so that the plan's peak fits; an exception naming the budget and the lowest peak if none does."""
     from minigrad import aot
-    from ._report import call_own
 
     def catching(*args):        # a raised exception is an answer here (for a budget nobody meets)
         try:
