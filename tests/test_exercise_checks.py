@@ -201,3 +201,74 @@ def test_lesson11_fail_counts_the_missing_saves_without_naming_them(capsys):
     assert "missing 6 tensors" in out and "extra W: a parameter" in out
     for name in ("logits", "saved.", "'s'", "'e'", "'r'", "'h'"):
         assert name not in out.split("hint:")[0].replace("through saved.:", ""), name
+
+
+def fewest_recomputes(forward, backward, budget_bytes):
+    """Lesson 11's budget exercise, solved: every choice of the cheap saves, fewest first."""
+    import itertools
+    from minigrad import aot
+    candidates = aot.plan_memory(forward, backward, policy="recompute").recomputed
+    peaks = []
+    for k in range(len(candidates) + 1):
+        for chosen in itertools.combinations(candidates, k):
+            peaks.append(aot.plan_memory(forward, backward, policy="recompute",
+                                         recompute=list(chosen)).peak_bytes)
+            if peaks[-1] <= budget_bytes:
+                return list(chosen)
+    raise ValueError(f"budget {budget_bytes:,} bytes cannot be met: the lowest peak is {min(peaks):,}")
+
+
+def biggest_first(forward, backward, budget_bytes):
+    """A plausible wrong answer: drop the biggest saves first until the peak fits."""
+    from minigrad import aot
+    plan = aot.plan_memory(forward, backward, policy="recompute")
+    ranked = sorted(plan.recomputed, key=lambda t: -forward.shape_env[t].nbytes)
+    for k in range(len(ranked) + 1):
+        if aot.plan_memory(forward, backward, policy="recompute",
+                           recompute=ranked[:k]).peak_bytes <= budget_bytes:
+            return ranked[:k]
+    raise ValueError(f"budget {budget_bytes} unreachable; lowest {plan.peak_bytes}")
+
+
+def test_lesson11_budget_solution_passes_and_greedy_by_bytes_fails_with_the_idea(capsys):
+    from minigrad.exercises import lesson11
+    assert lesson11.check_choose_recompute(fewest_recomputes)
+    assert "PASS check_choose_recompute" in capsys.readouterr().out
+    assert not lesson11.check_choose_recompute(biggest_first)
+    out = capsys.readouterr().out
+    assert "FAIL check_choose_recompute" in out and "fits too and recomputes 1 tensor(s), not 3" in out
+    assert hints_of(out) == [lesson11.BUDGET_HINTS[0]]
+    assert not lesson11.check_choose_recompute(biggest_first)
+    assert hints_of(capsys.readouterr().out) == [lesson11.BUDGET_HINTS[1]]
+
+
+def test_lesson11_budget_stub_delegation_and_a_silent_refusal_fail(capsys):
+    from minigrad.exercises import lesson11
+
+    def stub(forward, backward, budget_bytes):
+        raise NotImplementedError()
+    assert not lesson11.check_choose_recompute(stub)
+    out = capsys.readouterr().out
+    assert "not written yet" in out and hints_of(out) == [lesson11.BUDGET_HINTS[0]]
+
+    def delegated(forward, backward, budget_bytes):     # the check's own search, borrowed
+        peaks = lesson11._every_choice(forward, backward)
+        return list(min((c for c, p in peaks.items() if p <= budget_bytes), key=len))
+    assert not lesson11.check_choose_recompute(delegated)
+    assert "minigrad.exercises.lesson11._every_choice" in capsys.readouterr().out
+
+    def vague(forward, backward, budget_bytes):          # right choices, an unhelpful refusal
+        try:
+            return fewest_recomputes(forward, backward, budget_bytes)
+        except ValueError:
+            raise ValueError("does not fit") from None
+    assert not lesson11.check_choose_recompute(vague)
+    out = capsys.readouterr().out
+    assert "does not name the budget and the lowest peak" in out
+    assert hints_of(out) == [lesson11.IMPOSSIBLE_HINT]
+
+    def returns_everything(forward, backward, budget_bytes):   # never refuses
+        from minigrad import aot
+        return aot.plan_memory(forward, backward, policy="recompute").recomputed
+    assert not lesson11.check_choose_recompute(returns_everything)
+    assert "FAIL check_choose_recompute" in capsys.readouterr().out

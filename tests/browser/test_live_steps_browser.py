@@ -1,7 +1,7 @@
 """A live BackwardStepper after many stepper.step() calls from the kernel, in JupyterLab.
 
 Each step reaches the page as an "append" message that extends the page's trace index in place
-(widgets/src/fold.js extendIndex). After many of them the view must show what the kernel ran,
+(widgets/src/trace/replay.js extendIndex). After many of them the view must show what the kernel ran,
 and the same as a second view of the same stepper drawn afterwards from the whole trace.
 """
 
