@@ -32,6 +32,9 @@ sys.path.insert(0, str(ROOT / "tools"))
 import make_class  # noqa: E402
 
 EXERCISES = [p.stem for p in LESSONS if "### BEGIN SOLUTION" in p.read_text(encoding="utf-8")]
+# points per lesson: one per graded check (lesson 11 has two exercises)
+POINTS = {p.stem: make_class.class_copy(json.loads(p.read_text(encoding="utf-8")), p.stem)[1]
+          for p in LESSONS}
 # nbgrader call -> (wall seconds, CPU seconds of nbgrader and its kernels); tests/conftest.py
 # prints them (on a busy machine the wall time is several times the CPU time)
 NBGRADER_TIMES: dict[str, tuple[float, float]] = {}
@@ -78,12 +81,13 @@ def test_class_copy_marks_the_answer_and_a_locked_graded_check(stem):
     cells = class_cells(stem)
     answers = [c["metadata"]["nbgrader"] for c in cells if c["metadata"]["nbgrader"]["solution"]]
     checks = [c for c in cells if c["metadata"]["nbgrader"]["grade"]]
-    assert len(answers) == 1 and not answers[0]["grade"] and not answers[0]["locked"]
-    assert len(checks) == 1
-    meta, source = checks[0]["metadata"]["nbgrader"], "".join(checks[0]["source"])
-    assert meta["locked"] and meta["points"] == 1 and meta["grade_id"].startswith("check_")
-    assert f"from minigrad.exercises.graded import {meta['grade_id']}\n" in source
-    assert "from minigrad.exercises import check_" not in source
+    assert len(answers) == len(checks) == POINTS[stem] >= 1
+    assert all(not a["grade"] and not a["locked"] for a in answers)
+    for check in checks:
+        meta, source = check["metadata"]["nbgrader"], "".join(check["source"])
+        assert meta["locked"] and meta["points"] == 1 and meta["grade_id"].startswith("check_")
+        assert f"from minigrad.exercises.graded import {meta['grade_id']}\n" in source
+        assert "from minigrad.exercises import check_" not in source
 
 
 def test_a_lesson_without_exercise_is_ungraded_and_an_exercise_without_check_refused():
@@ -127,14 +131,15 @@ def submission(release: dict, source: dict, student: str, stem: str) -> dict:
     notebook = json.loads(json.dumps(release))
     source_cells = {c["metadata"]["nbgrader"]["grade_id"]: c["source"]
                     for c in source["cells"] if "nbgrader" in c["metadata"]}
+    wronged = False
     for cell in notebook["cells"]:
         if student == "untouched" or not cell["metadata"].get("nbgrader", {}).get("solution"):
             continue
         answer = solution_of(cell, source_cells)
-        if student == "wrong":
+        if student == "wrong" and not wronged:   # (one exercise wrong; a second stays solved)
             right, wrong = WRONG[stem]
             assert right in answer, f"{stem}: the wrong answer's text is gone from the solution"
-            answer = answer.replace(right, wrong, 1)
+            answer, wronged = answer.replace(right, wrong, 1), True
         cell["source"] = answer
     return notebook
 
@@ -187,7 +192,7 @@ def test_generate_assignment_releases_every_lesson_without_its_solutions(course)
         released = json.loads((root / "release" / lesson.stem / lesson.name).read_text())
         answers = ["".join(c["source"]) for c in released["cells"]
                    if c["metadata"].get("nbgrader", {}).get("solution")]
-        assert len(answers) == (lesson.stem in EXERCISES)
+        assert len(answers) == POINTS[lesson.stem]   # one answer cell per graded check
         for answer in answers:
             assert "raise NotImplementedError()" in answer and "SOLUTION" not in answer
             assert not set(solution_lines(lesson)) & {line.strip() for line in answer.splitlines()}
@@ -203,18 +208,19 @@ def solution_lines(lesson: pathlib.Path) -> list[str]:
 @pytest.mark.parametrize("stem", [p.stem for p in LESSONS])
 def test_autograde_gives_the_solution_full_points_and_the_others_zero(course, stem):
     _, grades = course
-    points = 1.0 if stem in EXERCISES else 0.0
+    points = float(POINTS[stem])
     assert grades[("solution", stem)] == (points, points)
     assert grades[("untouched", stem)] == (0.0, points)
-    if stem in EXERCISES:
-        assert grades[("wrong", stem)] == (0.0, points)
+    if stem in EXERCISES:   # the wrong answer is wrong in one exercise: that one scores nothing
+        assert grades[("wrong", stem)] == (points - 1, points)
 
 
 def check_cell(root: pathlib.Path, student: str, stem: str) -> tuple[str, str]:
     """The graded check cell of an autograded submission: its check's name, and the error it
     shows (IPython's traceback, as the student reads it)."""
     graded = json.loads((root / "autograded" / student / stem / f"{stem}.ipynb").read_text())
-    (cell,) = [c for c in graded["cells"] if c["metadata"].get("nbgrader", {}).get("grade")]
+    # (the first graded cell: the exercise WRONG gets wrong, where a lesson has two)
+    cell = [c for c in graded["cells"] if c["metadata"].get("nbgrader", {}).get("grade")][0]
     return cell["metadata"]["nbgrader"]["grade_id"], "".join(
         "\n".join(o["traceback"]) for o in cell["outputs"] if o["output_type"] == "error")
 
