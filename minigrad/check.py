@@ -8,6 +8,7 @@ import numpy as np
 
 from .errors import DtypeError, GradcheckError
 from .modes import modes, no_grad
+from .eager.higher import grad
 from .eager.variable import Variable, create_leaf
 
 
@@ -94,7 +95,6 @@ def gradgradcheck(fn: Callable[..., Variable], *inputs, eps: float = 1e-6, atol:
     element, with (s(x + eps) - s(x - eps)) / 2 eps, each s computed by a plain first gradient.
     inputs: float64 arrays, all differentiated. Returns True or raises GradcheckError.
     """
-    from .eager.higher import grad   # (check sits above the engine; higher is a leaf of it)
     arrays = [np.array(x, dtype=np.float64) for x in inputs]
     rng = np.random.default_rng(seed)
     out_shape = fn(*[create_leaf(a) for a in arrays]).shape

@@ -15,10 +15,12 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..arena import stale_error
 from ..errors import BackwardError
 from ..kernels import sum_to_shape
 from ..modes import modes
-from .engine import _first_leaf_grad
+from ..optable import TABLE
+from .engine import accumulate_grad
 from .guards import check_can_run, check_loss, describe, unreducible
 
 
@@ -61,10 +63,7 @@ def backward_create_graph(loss) -> None:
     check_loss(loss)
     _, leaf_grads = _walk([loss], [None], True, leaves=True)
     for leaf, g in leaf_grads.values():
-        if leaf._grad is None:
-            leaf._grad = _first_leaf_grad(leaf, g._data)
-        else:
-            np.add(leaf._grad, g._data, out=leaf._grad, casting="same_kind")
+        accumulate_grad(leaf, g.data)   # the values, as backward() writes them
         old = leaf._grad_variable
         leaf._grad_variable = g if old is None else old + g
 
@@ -121,6 +120,9 @@ def check_can_run_recorded(node) -> None:
             f"derivative written with Variable ops, so that it is recorded). Fix: write the "
             f"function with ops that have one ({', '.join(differentiable_ops())}), or give "
             f"{type(node).__name__} a `differentiable_backward(ctx, grad_output)` (lesson 13).")
+    block = node._block    # None unless recorded inside an arena or pool scope
+    if block is not None and not block.alive:
+        raise stale_error(f"The graph of {node.name} (needed by create_graph)", block)
     guard = node._locked   # saved arrays changed since forward: refused, as backward refuses
     if guard is not None:
         guard.check(node)
@@ -190,8 +192,8 @@ def _as_list(x) -> list:
 
 def differentiable_ops() -> list:
     """The ops that can run under create_graph (their Function has a differentiable_backward)."""
-    from .variable import OPS   # (the table minigrad/ops fills: read when the error is raised)
-    return sorted(name for name, op in OPS.items() if op.differentiable_backward is not None)
+    return sorted(row.name for row in TABLE.values()
+                  if row.function is not None and row.function.differentiable_backward is not None)
 
 
 def _no_aot_create_graph() -> BackwardError:
