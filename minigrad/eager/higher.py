@@ -168,6 +168,14 @@ def _seeds(outputs: list, grad_outputs) -> list:
     if len(given) != len(outputs):
         raise BackwardError(f"mg.grad: {len(outputs)} outputs but {len(given)} grad_outputs; "
                             f"give one per output (or none, for scalar outputs).")
+    for i, out in enumerate(outputs):
+        if not out.requires_grad:
+            raise BackwardError(
+                f"mg.grad: output {i}, {describe(out)}, does not require grad: no parameter is "
+                f"in its graph. If it was computed from a gradient, that gradient is a constant: "
+                f"take it with mg.grad(..., create_graph=True) (or backward(create_graph=True) "
+                f"and .grad_variable) so that its computation is recorded and can be "
+                f"differentiated. Otherwise create the parameters with requires_grad=True.")
     for out, seed in zip(outputs, given):
         check_loss(out) if seed is None else _check_seed(out, seed)
     return [None if s is None else s if hasattr(s, "grad_fn") else np.asarray(s, out.dtype)
@@ -175,8 +183,6 @@ def _seeds(outputs: list, grad_outputs) -> list:
 
 
 def _check_seed(out, seed) -> None:
-    if not out.requires_grad:
-        check_loss(out)   # (its message: nothing in its graph requires grad)
     shape = seed.shape if hasattr(seed, "grad_fn") else np.shape(seed)
     if tuple(shape) != out.shape:
         raise BackwardError(f"mg.grad: grad_outputs of shape {tuple(shape)} for an output of shape "

@@ -34,11 +34,12 @@ check_reverse_loop = _quiet(lesson08.check_reverse_loop)
 check_multiply_rule = _quiet(lesson10.check_multiply_rule)
 check_save_list = _quiet(lesson11.check_save_list)
 check_tangent_rules = _quiet(lesson13.check_tangent_rules)
+check_hvp = _quiet(lesson13.check_hvp)
 
 __all__ = ["check_kind_of", "check_saved_by", "check_topo_sort", "check_pending_backward",
            "check_sum_to_shape", "check_softplus", "check_evaluate"]
 __all__ += ["check_reverse_loop"]
-__all__ += ["check_multiply_rule", "check_save_list", "check_tangent_rules"]
+__all__ += ["check_multiply_rule", "check_save_list", "check_tangent_rules", "check_hvp"]
 
 from . import lesson09  # noqa: E402  (lesson 09: memory)
 check_fit_budget = _quiet(lesson09.check_fit_budget)
