@@ -269,3 +269,35 @@ def test_create_graph_inside_aot_capture_is_refused():
 
     with pytest.raises(Exception, match="create_graph inside aot.capture"):
         aot.capture(fn, mg.create_leaf(np.ones(3), requires_grad=True))
+
+
+@pytest.mark.parametrize("order", ["pending", "topo"])
+def test_an_ordinary_backward_through_a_recorded_gradient_gives_h_v(order):
+    """The second backward may be the engine's own: the forward graph's nodes then have
+    consumers (the recorded backward's ops) that the second loss does not reach."""
+    w0, v = np.array([0.4, -1.1, 0.8]), np.array([1.0, 0.5, -2.0])
+    w = mg.create_leaf(w0, requires_grad=True)
+    (g,) = mg.grad((w.tanh() * w * w).sum(), [w], create_graph=True)
+    (g * v).sum().backward(order=order)
+    t, d = np.tanh(w0), 1 - np.tanh(w0) ** 2
+    second = -2 * t * d * w0 ** 2 + 4 * w0 * d + 2 * t   # d²/dw² of tanh(w) w²
+    np.testing.assert_allclose(w.grad, second * v, rtol=1e-10)
+
+
+def test_backward_create_graph_adds_up_across_calls_until_zero_grad():
+    w = mg.create_leaf(np.array([1.0, 2.0]), requires_grad=True)
+    (w ** 3).sum().backward(create_graph=True)
+    (w * w).sum().backward(create_graph=True)
+    np.testing.assert_allclose(w.grad, 3 * w.data ** 2 + 2 * w.data)
+    np.testing.assert_allclose(w.grad_variable.data, w.grad)
+    (h,) = mg.grad(w.grad_variable.sum(), [w])
+    np.testing.assert_allclose(h.data, 6 * w.data + 2)
+    w.grad = None
+    assert w.grad_variable is None
+
+
+def test_float32_stays_float32_under_create_graph():
+    w = mg.create_leaf(np.array([0.3, -0.2], dtype=np.float32), requires_grad=True)
+    (g,) = mg.grad((w.tanh() * w).sum(), [w], create_graph=True)
+    (h,) = mg.grad(g.sum(), [w])
+    assert g.dtype == np.float32 and h.dtype == np.float32

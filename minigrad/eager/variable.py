@@ -100,7 +100,8 @@ class Variable:
 
     @property
     def grad(self):
-        """d loss / d self after backward, for leaves that require grad; None otherwise."""
+        """d loss / d self after backward, for leaves that require grad; None otherwise. Always
+        a numpy array, also after backward(create_graph=True) (see grad_variable)."""
         if self.grad_fn is not None:
             warnings.warn(
                 f"{describe(self)} is not a leaf, and only leaf gradients are kept: an "
