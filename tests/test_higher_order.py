@@ -234,6 +234,15 @@ def test_grad_misuse_messages():
     np.testing.assert_array_equal(gy.data, [0.0])
 
 
+def test_create_graph_inside_no_grad_is_refused():
+    x = mg.create_leaf(np.array([1.0, 3.0]), requires_grad=True)
+    loss = (x * x).sum()
+    with mg.no_grad(), pytest.raises(BackwardError, match="inside no_grad"):
+        mg.grad(loss, [x], create_graph=True)
+    (g,) = mg.grad(loss, [x], create_graph=True)   # refused before anything ran
+    assert g.requires_grad
+
+
 def test_matmul_of_a_vector_under_create_graph_says_how_to_fix_it():
     a = mg.create_leaf(np.ones(3), requires_grad=True)
     b = mg.create_leaf(np.ones((3, 2)), requires_grad=True)

@@ -73,6 +73,10 @@ def _walk(outputs, seeds, create_graph: bool, leaves: bool = False):
     output gradient and each leaf's gradient (by id; with leaves=True, (leaf, gradient))."""
     if create_graph and modes.capture is not None:
         raise _no_aot_create_graph()
+    if create_graph and not modes.grad_enabled:   # its ops would record nothing
+        raise BackwardError("create_graph=True inside no_grad(): the gradient's ops would build no "
+                            "graph, so it could not be differentiated again. Fix: take it outside "
+                            "the no_grad() block.")
     node_grads, leaf_grads = {}, {}
     for out, seed in zip(outputs, seeds):
         if seed is None:
