@@ -310,3 +310,18 @@ def test_float32_stays_float32_under_create_graph():
     (g,) = mg.grad((w.tanh() * w).sum(), [w], create_graph=True)
     (h,) = mg.grad(g.sum(), [w])
     assert g.dtype == np.float32 and h.dtype == np.float32
+
+
+@pytest.mark.parametrize("allocator", ["arena", "pool"])
+def test_create_graph_inside_an_allocator_scope(allocator):
+    from minigrad.arena import Arena, Pool
+    w0, v = np.array([0.4, -1.1, 0.8]), np.array([1.0, 0.5, -2.0])
+    t, d = np.tanh(w0), 1 - np.tanh(w0) ** 2
+    second = -2 * t * d * w0 ** 2 + 4 * w0 * d + 2 * t
+    w = mg.create_leaf(w0, requires_grad=True)
+    scope = Arena("graph", 1 << 16) if allocator == "arena" else Pool("graph")
+    with scope.scope():
+        x = mg.create_leaf(np.ones(3))
+        (g,) = mg.grad((w.tanh() * w * w * x).sum(), [w], create_graph=True)
+        (h,) = mg.grad((g * v).sum(), [w])
+        np.testing.assert_allclose(h.data, second * v, rtol=1e-10)

@@ -9,7 +9,9 @@ backward needs tanh's input, still wired to everything before it).
 
 One walk serves both: nodes taken newest first (each node is created after its inputs, so a
 descending `seq` is a reverse topological order), each one's output gradient summed from its
-consumers before it runs. Like the engine, this module reads graphs by duck typing.
+consumers before it runs. Like the engine, this module reads graphs by duck typing. It is not
+the engine's scheduler: it writes no step records (backward_steps and the stepper widget show
+backward() only) and, inside a Pool scope, returns no buffer early (the scope's end does).
 """
 from __future__ import annotations
 
@@ -21,7 +23,7 @@ from ..kernels import sum_to_shape
 from ..modes import modes
 from ..optable import TABLE
 from .engine import accumulate_grad
-from .guards import check_can_run, check_loss, describe, unreducible
+from .guards import check_can_run, check_loss, checked_grads, describe, unreducible
 
 
 def grad(outputs, inputs, grad_outputs=None, create_graph: bool = False,
@@ -112,7 +114,7 @@ def _run(node, grad_output, create_graph: bool) -> tuple:
     else:
         check_can_run_recorded(node)
         grads = node.differentiable_backward(node, grad_output)
-    return grads if type(grads) is tuple else (grads,)
+    return checked_grads(node, grads)   # one per input (finite, under detect_anomaly)
 
 
 def check_can_run_recorded(node) -> None:
