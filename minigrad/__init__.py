@@ -12,6 +12,7 @@ from .arena import Arena, Block, Pool, StaleVariableError, current_allocator
 from .eager.engine import (Step, accumulate_grad, backward, backward_groups, backward_steps,
                            topo_order)
 from .eager.function import AccumulateGrad, Function, live_nodes, register
+from .eager.higher import grad
 from .modes import is_debug, is_grad_enabled, no_grad, set_debug
 from .ops import gelu, silu
 from .ops import abs  # noqa: A004 - the op's name, as numpy's np.abs
@@ -26,7 +27,7 @@ __version__ = "0.1.0"
 __all__ = [
     "Variable", "create_leaf", "Function", "register", "AccumulateGrad", "OPS",
     "Arena", "Pool", "Block", "StaleVariableError", "current_allocator",
-    "backward", "backward_steps", "backward_groups", "Step", "accumulate_grad", "topo_order",
+    "backward", "grad", "backward_steps", "backward_groups", "Step", "accumulate_grad", "topo_order",
     "record", "trace_of", "live_nodes",
     "no_grad", "is_grad_enabled", "set_debug", "is_debug", "check", "errors",
     "data", "nn", "optim",

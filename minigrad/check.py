@@ -8,6 +8,7 @@ import numpy as np
 
 from .errors import DtypeError, GradcheckError
 from .modes import modes, no_grad
+from .eager.higher import grad
 from .eager.variable import Variable, create_leaf
 
 
@@ -81,3 +82,50 @@ def detect_anomaly() -> Iterator[None]:
         yield
     finally:
         modes.anomaly = previous
+
+
+def gradgradcheck(fn: Callable[..., Variable], *inputs, eps: float = 1e-6, atol: float = 1e-5,
+                  rtol: float = 1e-3, seed: int = 0) -> bool:
+    """Check second derivatives: the gradient of a create_graph gradient against central
+    differences of the first gradient.
+
+    The first gradient is the vector-Jacobian product g(x, u) = u^T d fn(x) / dx, u a random
+    cotangent of fn's output shape; the scalar s = sum_i r_i . g_i (r random) is differentiated
+    with mg.grad(..., create_graph=True)'s gradient, d s / d (x, u), and compared, element by
+    element, with (s(x + eps) - s(x - eps)) / 2 eps, each s computed by a plain first gradient.
+    inputs: float64 arrays, all differentiated. Returns True or raises GradcheckError.
+    """
+    arrays = [np.array(x, dtype=np.float64) for x in inputs]
+    rng = np.random.default_rng(seed)
+    out_shape = fn(*[create_leaf(a) for a in arrays]).shape
+    cotangent = rng.standard_normal(out_shape)
+    weights = [rng.standard_normal(a.shape) for a in arrays]
+
+    def s_of(values: list, create_graph: bool):
+        *leaves, u = [create_leaf(a, requires_grad=True) for a in values]
+        first = grad(fn(*leaves), leaves, u, create_graph=create_graph, allow_unused=True)
+        s = sum((g * r).sum() for g, r in zip(first, weights))
+        return s, leaves + [u]
+
+    s, wrt = s_of(arrays + [cotangent], True)
+    analytic = grad(s, wrt, allow_unused=True) if s.requires_grad else [np.zeros(1)] * len(wrt)
+    values = arrays + [cotangent]
+    for i, array in enumerate(values):
+        exact = analytic[i].data if s.requires_grad else np.zeros_like(array)
+        for index in np.ndindex(array.shape):
+            original = array[index]
+            array[index] = original + eps
+            plus = s_of(values, False)[0].item()
+            array[index] = original - eps
+            minus = s_of(values, False)[0].item()
+            array[index] = original
+            numeric = (plus - minus) / (2 * eps)
+            if not abs(exact[index] - numeric) <= atol + rtol * abs(numeric):
+                what = f"input {i}" if i < len(arrays) else "the cotangent u"
+                raise GradcheckError(
+                    f"gradgradcheck: {what} (shape {array.shape}) at index {index}: the gradient "
+                    f"of the create_graph gradient gives {exact[index]:.8g}, central differences "
+                    f"of the first gradient give {numeric:.8g} (tolerance atol={atol} + "
+                    f"rtol={rtol} * |numeric|). The differentiable_backward of an op between "
+                    f"this input and the output disagrees with its backward.")
+    return True

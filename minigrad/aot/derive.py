@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..errors import BackwardError
 from .ir import Graph, Operation, detached_tensors, is_saved, unsaved
 from .rules import BackwardRuleContext, BackwardRuleRegistry, DeriveError, registry as default_registry
 
@@ -34,6 +35,17 @@ class DeriveBackwardOptions:
     accumulate_grads: bool = True      # sum fan-out pieces into one d_x (False: keep the pieces)
     grad_prefix: str = "d_"            # the gradient of x is named grad_prefix + x
     stop_gradients: tuple = ()         # tensors (frozen params, detached values) with no gradient
+    create_graph: bool = False         # refused: a derived backward is not differentiated again
+
+    def __post_init__(self):
+        if self.create_graph:
+            raise BackwardError(
+                "DeriveBackwardOptions(create_graph=True): the ahead-of-time engine has no "
+                "create_graph. Rule: it derives one backward graph from one rule per forward op, "
+                "and the ops that graph is made of (tanh_backward, matmul with transposes, "
+                "sum_to_shape, ...) have no rules of their own, so a derived gradient cannot be "
+                "differentiated again. Fix: take higher-order gradients with the eager engine, "
+                "mg.grad(..., create_graph=True).")
 
 
 @dataclass

@@ -67,6 +67,10 @@ class Function:
     # A node whose backward is a whole walk of its own (a checkpoint's recompute) gives the
     # engine its groups of steps here, so a stepped backward shows them.
     recompute_groups = None
+    # The op's derivative written with Variable ops, (ctx, grad_output) -> one Variable per input,
+    # run instead of backward under create_graph so that the gradient is itself a graph
+    # (eager/higher.py). None: the op has only its numpy backward.
+    differentiable_backward = None
 
     @staticmethod
     def forward(ctx, *arrays):

@@ -161,8 +161,9 @@ def check_no_retain_graph(retain_graph, where: str) -> None:
             f"consumes the graph, freeing each saved tensor once its node has run (a kept graph "
             f"would keep all its memory). Fix: to differentiate several losses of one forward, sum "
             f"them and call backward once, (loss1 + loss2).backward(); to differentiate again, run "
-            f"forward again. (Only the tape keeps a graph on request: tape.backward(out, "
-            f"retain=True).)")
+            f"forward again; for a gradient of a gradient, mg.grad(loss, params, "
+            f"create_graph=True) keeps the graph. (The tape keeps a graph on request too: "
+            f"tape.backward(out, retain=True).)")
 
 
 _RETRY = "(Leaf grads accumulated by this call so far are partial: zero_grad() before retrying.)"

@@ -13,7 +13,7 @@ import warnings
 
 import numpy as np
 
-from . import engine
+from . import engine, higher
 from ..arena import stale_error
 from ..errors import InplaceError, NonLeafGradWarning, ShapeError
 from ..modes import modes
@@ -29,7 +29,7 @@ class Variable:
     """An array plus what autograd needs to know about it."""
 
     __slots__ = ("_data", "_grad", "requires_grad", "grad_fn", "name", "_accumulate", "_block",
-                 "_grad_buffer", "scope", "__weakref__")
+                 "_grad_buffer", "scope", "_grad_variable", "__weakref__")
 
     def __init__(self, data: np.ndarray, requires_grad: bool = False, grad_fn=None, name=None,
                  block=None):
@@ -42,6 +42,7 @@ class Variable:
         self._block = block          # the arena/pool block holding data; None on the heap
         self._grad_buffer = None     # a leaf's gradient array, kept across zero_grad()
         self.scope = modes.scope     # the name_scope()s and Module calls it was made in
+        self._grad_variable = None   # a leaf's gradient as a Variable (backward(create_graph))
 
     def _check_alive(self) -> None:
         block = self._block
@@ -99,7 +100,8 @@ class Variable:
 
     @property
     def grad(self):
-        """d loss / d self after backward, for leaves that require grad; None otherwise."""
+        """d loss / d self after backward, for leaves that require grad; None otherwise. Always
+        a numpy array, also after backward(create_graph=True) (see grad_variable)."""
         if self.grad_fn is not None:
             warnings.warn(
                 f"{describe(self)} is not a leaf, and only leaf gradients are kept: an "
@@ -115,6 +117,7 @@ class Variable:
     def grad(self, value) -> None:
         """None forgets the gradient and its array (the next backward starts a new one, so an
         array you took from .grad stays yours); an array of the data's shape is copied in."""
+        self._grad_variable = None
         if value is None:
             self._grad = self._grad_buffer = None
             return
@@ -130,10 +133,21 @@ class Variable:
         """The arrays the op that made this one kept for its backward: data, not topology."""
         return self.grad_fn.saved_tensors if self.grad_fn is not None else ()
 
+    @property
+    def grad_variable(self):
+        """The gradient as a Variable with a graph, after backward(create_graph=True): the same
+        values as .grad (which stays an array), differentiable again. None otherwise."""
+        return self._grad_variable
+
     # -- autograd -----------------------------------------------------------------------------
-    def backward(self, order: str = "pending", *, shuffle=None, retain_graph=None) -> None:
-        """Compute d self / d leaf for every leaf that requires grad (see minigrad.backward)."""
+    def backward(self, order: str = "pending", *, shuffle=None, retain_graph=None,
+                 create_graph: bool = False) -> None:
+        """Compute d self / d leaf for every leaf that requires grad (see minigrad.backward).
+        create_graph=True records the gradient computation too (see grad_variable, mg.grad)."""
         self._check_alive()
+        if create_graph:
+            higher.backward_create_graph(self)
+            return
         engine.backward(self, order, shuffle=shuffle, retain_graph=retain_graph)
 
     def zero_grad(self) -> None:
@@ -142,7 +156,7 @@ class Variable:
         The gradient array is kept and the next backward writes into it again, so a training
         loop allocates no new gradient memory per step. Copy a gradient you want to keep.
         """
-        self._grad = None
+        self._grad = self._grad_variable = None
 
     def detach(self) -> "Variable":
         """The same data as a leaf that does not require grad (shares memory, and so goes stale

@@ -35,11 +35,12 @@ check_multiply_rule = _quiet(lesson10.check_multiply_rule)
 check_save_list = _quiet(lesson11.check_save_list)
 check_choose_recompute = _quiet(lesson11.check_choose_recompute)
 check_tangent_rules = _quiet(lesson13.check_tangent_rules)
+check_hvp = _quiet(lesson13.check_hvp)
 
 __all__ = ["check_kind_of", "check_saved_by", "check_topo_sort", "check_pending_backward",
            "check_sum_to_shape", "check_softplus", "check_evaluate"]
 __all__ += ["check_reverse_loop"]
-__all__ += ["check_multiply_rule", "check_save_list", "check_tangent_rules"]
+__all__ += ["check_multiply_rule", "check_save_list", "check_tangent_rules", "check_hvp"]
 __all__ += ["check_choose_recompute"]
 
 from . import lesson09  # noqa: E402  (lesson 09: memory)

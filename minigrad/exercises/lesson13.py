@@ -1,4 +1,4 @@
-"""Lesson 13 (forward mode): check_tangent_rules.
+"""Lesson 13 (forward mode): check_tangent_rules, check_hvp.
 
 The student writes the tangent rule of each tape op: given the inputs' values, their tangents and
 the output's value, the output's tangent (the directional derivative along the seed). The check
@@ -12,6 +12,9 @@ import math
 
 import numpy as np
 
+from ..eager.higher import grad
+from ..eager.variable import Variable, create_leaf
+from ..ops import linear, mse, tanh
 from ..tape import Tape
 from ._report import StudentError, call, failed, passed
 
@@ -114,3 +117,64 @@ def check_tangent_rules(rules) -> bool:
                           "`out` and the attrs")
     return passed(CHECK, "each rule matches central differences, and forward mode matches reverse "
                   "mode on 20 random programs")
+
+
+# -- a Hessian-vector product by reverse over reverse -------------------------------------------
+HVP = "check_hvp"
+HVP_HINTS = (
+    "H v is the gradient of (gradient . v): take the first gradient so that it can itself be "
+    "differentiated (create_graph=True), dot it with v, and differentiate that scalar",
+    "grads = mg.grad(loss_fn(params), params, create_graph=True); then "
+    "mg.grad(sum((g * v).sum() for g, v in zip(grads, vectors)), params)",
+)
+
+
+def _quartic(params):
+    (w,) = params
+    return (w ** 4).sum() * 0.25 + tanh(w).sum()
+
+
+def _mlp(x, y):
+    def loss(params):
+        w1, b1, w2 = params
+        return mse(tanh(linear(x, w1, b1)) @ w2, y)
+    return loss
+
+
+def _finite_hvp(loss_fn, values, vectors, eps=1e-5) -> list:
+    """(g(w + eps v) - g(w - eps v)) / 2 eps, each g a plain first gradient."""
+    def gradient(shift):
+        leaves = [create_leaf(w + shift * v, requires_grad=True) for w, v in zip(values, vectors)]
+        return [g.data for g in grad(loss_fn(leaves), leaves)]
+    plus, minus = gradient(eps), gradient(-eps)
+    return [(p - m) / (2 * eps) for p, m in zip(plus, minus)]
+
+
+def check_hvp(hvp) -> bool:
+    """hvp(loss_fn, params, vectors) -> H v, one array (or Variable) per parameter, against
+    finite differences of the gradient, on a one-parameter loss and a small MLP."""
+    rng = np.random.default_rng(13)
+    x, y = rng.standard_normal((6, 3)), rng.standard_normal((6, 1))
+    cases = [("sum(w^4)/4 + sum(tanh w)", _quartic, [rng.standard_normal(4)]),
+             ("a small MLP, mse(tanh(linear(x, W1, b1)) @ W2, y)", _mlp(x, y),
+              [rng.standard_normal((3, 5)), rng.standard_normal(5), rng.standard_normal((5, 1))])]
+    for name, loss_fn, values in cases:
+        vectors = [rng.standard_normal(w.shape) for w in values]
+        params = [create_leaf(w, requires_grad=True) for w in values]
+        try:
+            got = call(hvp, loss_fn, params, [v.copy() for v in vectors])
+        except StudentError as err:
+            return failed(HVP, name, err.description, HVP_HINTS)
+        want = _finite_hvp(loss_fn, values, vectors)
+        if not isinstance(got, (list, tuple)) or len(got) != len(want):
+            return failed(HVP, name, f"hvp returned {type(got).__name__}; return one H v per "
+                          f"parameter, a list of {len(want)}.", HVP_HINTS)
+        for i, (g, w) in enumerate(zip(got, want)):
+            g = g.data if isinstance(g, Variable) else np.asarray(g)
+            if g.shape != w.shape or not np.allclose(g, w, rtol=1e-5, atol=1e-7):
+                return failed(HVP, f"{name}, parameter {i} (shape {w.shape})",
+                              f"your H v is {np.array2string(g.ravel()[:4], precision=5)}..., "
+                              f"finite differences of the gradient give "
+                              f"{np.array2string(w.ravel()[:4], precision=5)}...", HVP_HINTS)
+    return passed(HVP, "H v matches finite differences of the gradient on a one-parameter loss "
+                  "and a small MLP")

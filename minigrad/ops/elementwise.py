@@ -34,6 +34,11 @@ class Add(Function):
     def backward(ctx, grad_output):
         return grad_output, grad_output
 
+    @staticmethod
+    def differentiable_backward(ctx, grad_output):
+        """the same, recorded (create_graph): dz/da = dz/db = 1"""
+        return grad_output, grad_output
+
 
 def add_rule(ctx):
     """C = A + B: dA = dC, dB = dC (summed back over broadcast axes); saves nothing."""
@@ -82,6 +87,11 @@ class Sub(Function):
     def backward(ctx, grad_output):
         return grad_output, np.negative(grad_output, out=ctx.out(grad_output))
 
+    @staticmethod
+    def differentiable_backward(ctx, grad_output):
+        """recorded (create_graph): g, -g"""
+        return grad_output, -grad_output
+
 
 def sub_rule(ctx):
     """C = A - B: dA = dC, dB = -dC; saves nothing."""
@@ -112,6 +122,12 @@ class Mul(Function):
         a, b = ctx.saved_tensors
         return (np.multiply(grad_output, b, out=ctx.out(grad_output, b)),
                 np.multiply(grad_output, a, out=ctx.out(grad_output, a)))
+
+    @staticmethod
+    def differentiable_backward(ctx, grad_output):
+        """recorded (create_graph): g * b, g * a, with the input Variables, not saved arrays"""
+        a, b = ctx.inputs
+        return grad_output * b, grad_output * a
 
 
 def mul_rule(ctx):
@@ -145,6 +161,13 @@ class Div(Function):
         grad_a = np.divide(grad_output, b, out=ctx.out(grad_output, b))
         return grad_a, np.negative(grad_a * a / b, out=ctx.out(grad_a, a))
 
+    @staticmethod
+    def differentiable_backward(ctx, grad_output):
+        """recorded (create_graph): g / b, -g a / b^2"""
+        a, b = ctx.inputs
+        grad_a = grad_output / b
+        return grad_a, -(grad_a * a / b)
+
 
 def div_rule(ctx):
     """C = A / B: dA = dC / B, dB = -dC / B * C; saves B and C (-a/b^2 = -c/b)."""
@@ -177,6 +200,11 @@ class Neg(Function):
     def backward(ctx, grad_output):
         return np.negative(grad_output, out=ctx.out(grad_output))
 
+    @staticmethod
+    def differentiable_backward(ctx, grad_output):
+        """recorded (create_graph): -g"""
+        return -grad_output
+
 
 def neg_rule(ctx):
     """y = -x: dx = -dy."""
@@ -205,6 +233,12 @@ class Pow(Function):
         (a,) = ctx.saved_tensors
         return kernels.pow_backward(a, ctx.exponent, grad_output,
                                     out=ctx.out(grad_output, a))
+
+    @staticmethod
+    def differentiable_backward(ctx, grad_output):
+        """recorded (create_graph): g * p * a^(p-1)"""
+        (a,) = ctx.inputs
+        return grad_output * ctx.exponent * a ** (ctx.exponent - 1)
 
 
 def _check_exponent(a: np.ndarray, exponent):
@@ -261,6 +295,11 @@ class Exp(Function):
         (z,) = ctx.saved_tensors
         return np.multiply(grad_output, z, out=ctx.out(grad_output, z))
 
+    @staticmethod
+    def differentiable_backward(ctx, grad_output):
+        """recorded (create_graph): g * e^a, e^a recomputed from the input so it is in the graph"""
+        return grad_output * ctx.inputs[0].exp()
+
 
 def exp_rule(ctx):
     """y = e^x: dx = dy * y; saves the output y."""
@@ -286,6 +325,11 @@ class Log(Function):
         (a,) = ctx.saved_tensors
         return np.divide(grad_output, a, out=ctx.out(grad_output, a))
 
+    @staticmethod
+    def differentiable_backward(ctx, grad_output):
+        """recorded (create_graph): g / a"""
+        return grad_output / ctx.inputs[0]
+
 
 def log_rule(ctx):
     """y = ln x: dx = dy / x; saves x."""
@@ -310,6 +354,12 @@ class Tanh(Function):
     def backward(ctx, grad_output):
         (z,) = ctx.saved_tensors
         return kernels.tanh_backward(z, grad_output, ctx.out(grad_output, z))
+
+    @staticmethod
+    def differentiable_backward(ctx, grad_output):
+        """recorded (create_graph): g (1 - z^2), z = tanh a recomputed from the input"""
+        z = ctx.inputs[0].tanh()
+        return grad_output * (1 - z * z)
 
 
 def tanh_rule(ctx):
@@ -339,6 +389,12 @@ class Sigmoid(Function):
         (z,) = ctx.saved_tensors
         return kernels.sigmoid_backward(z, grad_output, out=ctx.out(grad_output, z))
 
+    @staticmethod
+    def differentiable_backward(ctx, grad_output):
+        """recorded (create_graph): g z (1 - z), z = sigmoid a recomputed from the input"""
+        z = ctx.inputs[0].sigmoid()
+        return grad_output * z * (1 - z)
+
 
 def sigmoid_rule(ctx):
     """y = sigmoid x: dx = sigmoid_backward(dy, y) = dy y (1 - y); saves the output y."""
@@ -365,6 +421,12 @@ class Relu(Function):
     def backward(ctx, grad_output):
         (a,) = ctx.saved_tensors
         return np.multiply(grad_output, a > 0, out=ctx.out(grad_output, a))
+
+    @staticmethod
+    def differentiable_backward(ctx, grad_output):
+        """recorded (create_graph): g * (a > 0), a constant mask (its own derivative is 0)"""
+        (a,) = ctx.saved_tensors
+        return grad_output * (a > 0).astype(a.dtype)
 
 
 def relu_rule(ctx):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..errors import ShapeError
 from ..eager.function import Function, register
 from ..kernels import matmul_backward, matmul_shape, plan_call, result_dtype
 from ..optable import NotCapturable, define
@@ -31,6 +32,12 @@ class MatMul(Function):
         a, b = ctx.saved_tensors
         need_a, need_b = ctx.needs_input_grad
         return matmul_backward(a, b, grad_output, need_a, need_b, _grad_buffer(ctx))
+
+    @staticmethod
+    def differentiable_backward(ctx, grad_output):
+        """recorded (create_graph): G @ B^T, A^T @ G (batch axes are summed back by the walk)"""
+        a, b = _matrices(ctx)
+        return grad_output @ _swap_last(b), _swap_last(a) @ grad_output
 
 
 # The aot matmul takes 2-D operands and a transpose attr: C = op(A) @ op(B), op = transpose when
@@ -105,6 +112,13 @@ class Linear(Function):
             return grad_x, grad_w
         return grad_x, grad_w, _bias_grad(ctx, grad_output) if need[2] else None
 
+    @staticmethod
+    def differentiable_backward(ctx, grad_output):
+        """recorded (create_graph): G @ W^T, X^T @ G, G (summed over the batch by the walk)"""
+        x, weight = _matrices(ctx)
+        grads = (grad_output @ _swap_last(weight), _swap_last(x) @ grad_output)
+        return grads if len(ctx.inputs) == 2 else grads + (grad_output,)
+
 
 def linear_rule(ctx):
     """C = A @ B + bias: as matmul, and d_bias = dC summed over the batch."""
@@ -136,6 +150,25 @@ def _bias_grad(ctx, grad_output):
     batch_axes = tuple(range(grad_output.ndim - 1))
     out = ctx.grad_buffer(2, ctx.bias_shape, grad_output.dtype)
     return np.add.reduce(grad_output, axis=batch_axes, out=out)
+
+
+def _matrices(ctx) -> tuple:
+    """The two operands of a recorded matmul backward: 1-D operands are refused (numpy's
+    promotion of a vector to a row or a column would have to be undone with recorded ops)."""
+    a, b = ctx.inputs[:2]
+    if a.ndim < 2 or b.ndim < 2:
+        raise ShapeError(f"{ctx.name} under create_graph: operands of shapes {a.shape} and "
+                         f"{b.shape}. Rule: its differentiable backward takes operands of 2 or "
+                         f"more dimensions. Fix: reshape a vector to a row (1, k) or a column "
+                         f"(k, 1) before the product.")
+    return a, b
+
+
+def _swap_last(x):
+    """x with its last two axes swapped (a batch of transposes), recorded."""
+    axes = list(range(x.ndim))
+    axes[-2:] = axes[-1], axes[-2]
+    return x.transpose(*axes)
 
 
 def _grad_buffer(ctx):

@@ -40,6 +40,12 @@ class Softmax(Function):
         (z,) = ctx.saved_tensors
         return kernels.softmax_backward(z, grad_output, ctx.axis, out=ctx.out(grad_output, z))
 
+    @staticmethod
+    def differentiable_backward(ctx, grad_output):
+        """recorded (create_graph): z (g - sum(g z)), z = softmax a recomputed from the input"""
+        z = ctx.inputs[0].softmax(ctx.axis)
+        return z * (grad_output - (grad_output * z).sum(axis=ctx.axis, keepdims=True))
+
 
 def softmax_rule(ctx):
     """y = softmax(x): dx = y * (dy - sum(dy * y)); saves y."""
@@ -71,6 +77,12 @@ class LogSoftmax(Function):
         (z,) = ctx.saved_tensors
         return kernels.log_softmax_backward(z, grad_output, ctx.axis,
                                             out=ctx.out(grad_output, z))
+
+    @staticmethod
+    def differentiable_backward(ctx, grad_output):
+        """recorded (create_graph): g - softmax(a) sum(g)"""
+        probs = ctx.inputs[0].softmax(ctx.axis)
+        return grad_output - probs * grad_output.sum(axis=ctx.axis, keepdims=True)
 
 
 def log_softmax_rule(ctx):
@@ -110,6 +122,14 @@ class CrossEntropy(Function):
         grad = np.multiply(probs, scale, out=ctx.out(probs))   # scale is 0-d
         grad[np.arange(n), targets] -= scale
         return grad, None
+
+    @staticmethod
+    def differentiable_backward(ctx, grad_output):
+        """recorded (create_graph): (softmax(logits) - onehot(t)) / N * g"""
+        logits, targets = ctx.inputs
+        onehot = np.zeros(logits.shape, logits.dtype)
+        onehot[np.arange(logits.shape[0]), targets.data] = 1
+        return (logits.softmax(1) - onehot) * (grad_output / logits.shape[0]), None
 
 
 def cross_entropy_rule(ctx):
@@ -161,6 +181,13 @@ class MSE(Function):
         grad = np.multiply(diff, 2 * grad_output / diff.size, out=ctx.out(diff),
                            dtype=diff.dtype)
         return grad, np.negative(grad, out=ctx.out(grad))
+
+    @staticmethod
+    def differentiable_backward(ctx, grad_output):
+        """recorded (create_graph): 2 (pred - target) / n * g, and its negative"""
+        pred, target = ctx.inputs
+        grad = (pred - target) * (grad_output * (2 / pred.size))
+        return grad, -grad
 
 
 def mse_rule(ctx):

@@ -8,6 +8,7 @@ from ..eager.function import Function, register
 from ..kernels import (as_array, averaged_count, divide_total, max_backward, plan_call,
                        run_calls)
 from ..optable import define
+from .shape import BroadcastTo
 
 _AXIS_RULE = "axis must be None, an int or a tuple of ints within the input's dimensions"
 _AXIS_FIX = "check x.shape and pick an axis in range(-x.ndim, x.ndim)"
@@ -31,6 +32,13 @@ def _expand(grad_output, axes, keepdims: bool):
     return np.expand_dims(grad_output, axes)
 
 
+def _spread(grad_output, ctx):
+    """grad_output with the reduced axes put back as size 1, broadcast to the input's shape,
+    with recorded ops (reshape, then broadcast_to)."""
+    kept = tuple(1 if ctx.axes is None or i in ctx.axes else n for i, n in enumerate(ctx.shape))
+    return BroadcastTo.apply(grad_output.reshape(kept), shape=ctx.shape)
+
+
 @register("sum")
 class Sum(Function):
     """z = sum of a over axis; dz/da = 1 everywhere."""
@@ -45,6 +53,11 @@ class Sum(Function):
     @staticmethod
     def backward(ctx, grad_output):
         return np.broadcast_to(_expand(grad_output, ctx.axes, ctx.keepdims), ctx.shape)
+
+    @staticmethod
+    def differentiable_backward(ctx, grad_output):
+        """recorded (create_graph): g spread back over the summed axes"""
+        return _spread(grad_output, ctx)
 
 
 def sum_rule(ctx):
@@ -97,6 +110,11 @@ class Mean(Function):
     def backward(ctx, grad_output):
         grad = divide_total(_expand(grad_output, ctx.axes, ctx.keepdims), ctx.count)
         return np.broadcast_to(grad, ctx.shape)
+
+    @staticmethod
+    def differentiable_backward(ctx, grad_output):
+        """recorded (create_graph): g / n spread back over the averaged axes"""
+        return _spread(grad_output, ctx) / ctx.count
 
 
 def mean_rule(ctx):

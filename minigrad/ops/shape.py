@@ -33,6 +33,11 @@ class Reshape(Function):
     def backward(ctx, grad_output):
         return grad_output.reshape(ctx.shape)
 
+    @staticmethod
+    def differentiable_backward(ctx, grad_output):
+        """recorded (create_graph): g reshaped back"""
+        return grad_output.reshape(ctx.shape)
+
 
 def reshape_rule(ctx):
     """y = x viewed with another shape: dx = dy viewed with x's shape; saves nothing."""
@@ -73,6 +78,11 @@ class Transpose(Function):
         return grad_output.transpose(kernels.inverse_permutation(ctx.axes, grad_output.ndim))
 
     @staticmethod
+    def differentiable_backward(ctx, grad_output):
+        """recorded (create_graph): g permuted back"""
+        return grad_output.transpose(*kernels.inverse_permutation(ctx.axes, grad_output.ndim))
+
+    @staticmethod
     def sizes(args: tuple):
         """x.transpose(), x.transpose(1, 0), x.transpose((1, 0)): None or the axes as ints."""
         return sizes("transpose", args[0] if len(args) == 1 else args) if args else None
@@ -105,6 +115,11 @@ class BroadcastTo(Function):
     @staticmethod
     def backward(ctx, grad_output):
         return grad_output   # in the output's shape; the reduction is accumulate_grad's job
+
+    @staticmethod
+    def differentiable_backward(ctx, grad_output):
+        """recorded (create_graph): g (the walk sums it back to a's shape)"""
+        return grad_output
 
 
 def broadcast_to_rule(ctx):

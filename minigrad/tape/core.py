@@ -417,13 +417,16 @@ class Tape:
     def _one(self, out):
         return 1.0
 
-    def backward(self, out, retain: bool = False, plain: bool = False) -> None:
+    def backward(self, out, retain: bool = False, plain: bool = False,
+                 create_graph: bool = False) -> None:
         """Gradients of out into tape.grads: undo the instructions newest first.
 
         The plain loop is `_walk` below (look the rule up, call it, add its results in); plain=True
         runs it. The default calls the same rules, chosen by op code from the compact rows, with
         everything bound to locals and no Instr, use count or TapeStep: it is the hot loop of
         training (benchmarks/tape.py measures both, and tests/test_tape.py checks they agree)."""
+        if create_graph:
+            raise _no_create_graph()
         if plain:
             for _ in self._walk(out, retain, snapshot=False):
                 pass
@@ -561,3 +564,13 @@ def _short(x) -> str:
     if isinstance(x, float):
         return f"{x:.4g}"
     return f"array{getattr(x, 'shape', '')}"
+
+
+def _no_create_graph() -> BackwardError:
+    return BackwardError(
+        "tape.backward(create_graph=True): the scalar tape has no create_graph (nor its tensor "
+        "variant). Rule: its backward rules compute gradients as plain values written into "
+        "tape.grads, not as instructions "
+        "on the tape, so a gradient has no recording to differentiate again. Fix: take "
+        "higher-order gradients with the eager engine, mg.grad(..., create_graph=True) (lesson "
+        "13), or walk the tape forwards with tangent rules for one more derivative.")

@@ -65,8 +65,8 @@ class Slot:
     def name(self):
         return self.tape.names[self.tape.index(self, "name")]
 
-    def backward(self, retain: bool = False) -> None:
-        self.tape.backward(self, retain=retain)
+    def backward(self, retain: bool = False, create_graph: bool = False) -> None:
+        self.tape.backward(self, retain=retain, create_graph=create_graph)
 
     # -- operators: each records one op and returns the fresh slot ----------------------------
     def _slot(self, other):

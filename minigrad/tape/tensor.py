@@ -123,9 +123,10 @@ class TensorTape(Tape):
         differentiates the sum of its elements (as torch's out.backward(ones_like(out)))."""
         return np.ones_like(self.values[out])
 
-    def backward(self, out, retain: bool = False, plain: bool = True) -> None:
+    def backward(self, out, retain: bool = False, plain: bool = True,
+                 create_graph: bool = False) -> None:
         """Always the plain walk: numpy does the work per element, the rules are the code."""
-        super().backward(out, retain, plain=True)
+        super().backward(out, retain, plain=True, create_graph=create_graph)
 
     def _accumulate(self, total, grad, slot: int):
         """Add grad, reduced to the slot's shape (undoing broadcasting), into its pool buffer."""
