@@ -102,7 +102,8 @@ export function refold(kit, expanded) {
     let text, css, attrs;
     if (node.type === "variable") {
       attrs = style.node[node.role];
-      text = label(node.label, (node.shape || []).map(String).join("x") || "scalar");
+      const dims = node.shape || []; // (a vector is written "(3,)": "3" would read as a value, dot.py `_shape`)
+      text = label(node.label, dims.length === 1 ? `(${dims[0]},)` : dims.map(String).join("x") || "scalar");
       css = `var ${node.role}`;
     } else [attrs, text, css] = [style.node.op, label(node.label), "op"];
     const container = path.length ? path[path.length - 1] : -1;
