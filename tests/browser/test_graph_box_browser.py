@@ -4,6 +4,8 @@ the window (min(80vh, 1200px)) and scrolls only beyond that; "fit" never makes l
 """
 from __future__ import annotations
 
+import inspect
+
 import numpy as np
 import pytest
 
@@ -14,7 +16,7 @@ from test_export import OfflinePage  # noqa: F401  (the offline fixture's page c
 from test_export import offline  # noqa: F401  (pytest fixture)
 from test_widgets import wait_for
 
-TALL = '''
+
 def tall(k):
     """k branches x_i * w -> tanh, summed by a tree of adds: a drawing about k rows tall."""
     w = mg.create_leaf(np.array([0.5, -1.0]), name="w", requires_grad=True)
@@ -22,8 +24,9 @@ def tall(k):
     while len(hs) > 1:
         hs = [hs[i] + hs[i + 1] if i + 1 < len(hs) else hs[i] for i in range(0, len(hs), 2)]
     return hs[0].sum()
-'''
-exec(TALL)   # (the same builder runs in the notebook below)
+
+
+TALL = inspect.getsource(tall)   # (the same builder runs in the notebook below)
 
 BOX_JS = """(root) => { const g = root.querySelector('.mg-graph');
   return { client: g.clientHeight, scroll: g.scrollHeight, label: parseFloat(g.dataset.labelPx),
@@ -34,7 +37,7 @@ OLD_CAP = 560   # px: the box's fixed maximum before
 @pytest.fixture(scope="module")
 def pages(tmp_path_factory):
     out = tmp_path_factory.mktemp("graph_box")
-    return {k: save_html(BackwardStepper(tall(k)), out / f"tall{k}.html") for k in (3, 14, 120)}  # noqa: F821
+    return {k: save_html(BackwardStepper(tall(k)), out / f"tall{k}.html") for k in (3, 14, 120)}
 
 
 def box(offline, path, height=900):  # noqa: F811
