@@ -145,6 +145,8 @@ def _recompute_and_backward(ctx, grad_output, stepping: bool):
     outer = ctx.inputs
     leaves = [_stand_in(i, a, x, outer, ctx.n_inputs)
               for i, (a, x) in enumerate(zip(ctx.saved_tensors, outer))]
+    if recorder is not None:   # (the leaves fn starts from, each linked to what it reads again)
+        recorder.stand_ins(list(zip(leaves, outer))[:ctx.n_inputs])
     first_seq = next_seq()
     before = modes.grad_enabled, modes.allocator, modes.scope
     modes.grad_enabled, modes.allocator, modes.scope = True, allocator, ctx.forward_scope
@@ -189,10 +191,17 @@ def _stand_in(i: int, array, x: Variable, outer: tuple, n_inputs: int) -> Variab
     the size of a weight on the graph's allocator). (x, W, W: only the first W shares; a
     parameter the node holds only because fn reaches it by closure, i >= n_inputs, does not:
     fn never sees that stand-in, and W keeps the buffer for itself, see _ClosureGrads.)"""
-    leaf = Variable(array, x.requires_grad, None, x.name or f"checkpoint input {i}", x._block)
+    leaf = Variable(array, x.requires_grad, None, f"{_described(x, i)} (again)", x._block)
     if x.grad_fn is None and x._grad is None and _first(x, outer) == i and i < n_inputs:
         leaf._grad_buffer = x._grad_buffer
     return leaf
+
+
+def _described(x: Variable, i: int) -> str:
+    """What a stand-in is called: the variable it reads again, by name, else by its op."""
+    if x.name:
+        return x.name
+    return f"{x.grad_fn.name} output" if x.grad_fn is not None else f"checkpoint input {i}"
 
 
 def _first(x: Variable, outer: tuple) -> int:

@@ -134,13 +134,14 @@ def test_backward_steps_show_the_recompute_before_the_checkpoint_applies():
     assert kinds.index("recompute") < kinds.index("start", 1) < at   # then the segment's seed
     assert [k for k, _ in names].count("done") == 1 and names[-1][0] == "done"
     # half way through the recompute, the segment's backward has computed W3's gradient (into
-    # the stand-in leaf of the recompute); W3.grad gets it when the checkpoint node applies
+    # the stand-in leaf of the recompute, named for what it reads again); W3.grad gets it when
+    # the checkpoint node applies
     weights2 = make_params(4)
     x2 = mg.create_leaf(np.ones((2, WIDTH)), requires_grad=True)
     loss2 = (mg.checkpoint(block, x2, *weights2) ** 2).sum()
     it = mg.backward_steps(loss2)
     for step in it:
-        if step.kind == "accumulate" and step.variable.name == "W3":
+        if step.kind == "accumulate" and step.variable.name == "W3 (again)":
             break
     assert step.variable is not weights2[3] and step.variable.grad is not None
     assert all(w.grad is None for w in weights2)

@@ -370,6 +370,40 @@ def test_a_checkpoint_s_recompute_is_told_apart_from_the_loss_s_backward():
     assert "segment's backward starts" in starts[1] and "reached the checkpoint" in starts[1]
 
 
+def test_a_checkpoint_s_recompute_reads_w2_again_one_step_per_event():
+    # Lesson 09's stepper drew two unrelated "W2"s and packed the recompute's five events (two
+    # leaves, matmul, tanh, the seed) into one step. The recompute's leaves are named for what
+    # they read again, an "again" edge joins each to that input, and each event is a step.
+    W1 = mg.create_leaf(np.array([[0.5, -0.2], [0.3, 0.8]]), requires_grad=True, name="W1")
+    W2 = mg.create_leaf(np.array([[1.0, 0.4], [-0.6, 0.2]]), requires_grad=True, name="W2")
+    xs = mg.create_leaf(np.array([[1.0, 2.0]]), name="x")
+    with mg.record("checkpoint") as rec:
+        loss = mg.checkpoint(lambda h, W: (h @ W).tanh(), (xs @ W1).tanh(), W2).sum()
+        loss.backward()
+    doc = valid(rec.trace)
+    nodes = {n["id"]: n for n in doc["nodes"]}
+    by_label = {}
+    for n in doc["nodes"]:
+        by_label.setdefault(n["label"], []).append(n["id"])
+    assert len(by_label["W2"]) == 1 and len(by_label["W2 (again)"]) == 1, by_label
+    again = [(nodes[e["source"]]["label"], nodes[e["target"]]["label"])
+             for e in doc["edges"] if e["kind"] == "again"]
+    assert again == [("tanh", "tanh output (again)"), ("W2", "W2 (again)")], again
+    events, frames = doc["events"], doc["frames"]
+    recompute = [k for k, e in enumerate(events) if e["phase"] == "recompute"]
+    assert [events[k]["type"] for k in recompute] == ["leaf", "leaf", "op", "op", "op"]
+    starts = [0] + [f + 1 for f in frames[:-1]]
+    for k in recompute:   # each recompute event ends a frame that holds it alone
+        assert k in frames and starts[frames.index(k)] == k, (k, frames)
+    w2_again = by_label["W2 (again)"][0]
+    leaf_text = next(e["text"] for e in events if e.get("node") == w2_again)
+    assert "the same array as W2" in leaf_text and "read again" in leaf_text, leaf_text
+    # The stand-in's gradient is W2's, handed back by the checkpoint (same values).
+    grads = {e["variable"]: e["grad"] for e in events if e["type"] == "accumulate"}
+    np.testing.assert_allclose(grads[w2_again], W2.grad.ravel(), rtol=1e-12)
+    np.testing.assert_allclose(grads[by_label["W2"][0]], W2.grad.ravel(), rtol=1e-12)
+
+
 def test_attention_s_parents_are_named_q_k_v():
     # Lesson 12's stepper: the attention node's parents read q, k, v (both q and k come out of
     # a rope op, so the op's name alone, "rope, rope", could not tell them apart).

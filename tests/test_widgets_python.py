@@ -138,6 +138,25 @@ def test_replaying_a_recorded_trace_needs_no_engine():
     assert replay.frame == rec.trace["initial_frame"]
 
 
+def test_a_live_step_that_makes_several_frames_shows_the_first():
+    # A checkpoint's recompute runs in one engine step but records its leaves and ops one frame
+    # each: the view moves to the first of them (the page then steps through the rest).
+    W = mg.create_leaf(np.array([[1.0, 0.4], [-0.6, 0.2]]), requires_grad=True, name="W")
+    x = mg.create_leaf(np.array([[1.0, 2.0]]), name="x")
+    stepper = BackwardStepper(mg.checkpoint(lambda h, w: (h @ w).tanh(), x, W).sum())
+    phases = []
+    while stepper.live:
+        before = len(stepper.current_trace["frames"])
+        stepper.step()
+        trace = stepper.current_trace
+        made = len(trace["frames"]) - before
+        assert stepper.frame == before, (stepper.frame, before, made)
+        phases.append((trace["events"][trace["frames"][stepper.frame]]["phase"], made))
+    # the recompute: x (again), W (again), matmul, tanh, its seed: five frames in one step
+    assert ("recompute", 5) in phases, phases
+    assert all(made == 1 for phase, made in phases if phase != "recompute"), phases
+
+
 def test_memory_view_of_an_arena_shows_its_ledger():
     graph = mg.Arena("graph", 1 << 16)
     with graph.scope():

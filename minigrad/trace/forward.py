@@ -64,8 +64,7 @@ class ForwardEvents:
         again = "recompute: " if log.phase == "recompute" else ""
         log.event("op", node=op_id, output=out_id, pending=pending,
                   text=f"{again}{node.name}({names}) -> {shape}; saves {saves}{counts}.")
-        if not again:   # (a recompute is one frame, closed by its "recompute" step)
-            log.close_frame()
+        log.close_frame()   # (one op, one step: in forward and in a checkpoint's recompute)
 
     @gc_paused()
     def add_graph(self, variable) -> None:

@@ -78,7 +78,19 @@ class Recorder:
             r.log.phase = "recompute"
         return phases
 
+    def stand_ins(self, pairs) -> None:
+        """The leaves a checkpoint's recompute starts from, each with the input it reads again
+        (leaf, input): recorded as they are made, one step each, with an "again" edge from the
+        input, so that a drawing shows one W2 read twice rather than two unrelated W2s."""
+        pairs = list(pairs)
+        for r in self.nest:
+            r.tables.stand_in_for = {id(leaf): x for leaf, x in pairs}
+        for leaf, _ in pairs:
+            self.on_leaf(leaf)
+
     def end_recompute(self, phases: tuple) -> None:
+        for r in self.nest:
+            r.tables.stand_in_for = {}
         self.restore_phases(phases)
 
     def phases(self) -> tuple:

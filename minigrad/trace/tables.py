@@ -39,6 +39,7 @@ class GraphTables:
         self.nodes: dict[str, dict] = {}
         self.edges: list[dict] = []
         self.variables: dict = {}            # variable id -> the Variable (its name may change)
+        self.stand_in_for: dict = {}         # id(a recompute's leaf) -> the input it reads again
 
     def variable(self, v, op_id: str | None = None) -> str:
         """v's id; a variable met for the first time gets its node (and a leaf its event)."""
@@ -59,10 +60,21 @@ class GraphTables:
             if v.grad_fn is None:
                 what = "a parameter (requires grad)" if v.requires_grad else "data"
                 if self.log.phase == "recompute":   # (a checkpoint's input, recorded again)
-                    what = ("the segment's input again, detached for the recompute; it requires "
-                            "grad so that its gradient is handed back to the checkpoint")
+                    what = self.read_again(v, var_id)
                 self.log.event("leaf", node=var_id, text=f"leaf {sentence_name(v)}: {what}.")
         return var_id
+
+    def read_again(self, leaf, var_id: str) -> str:
+        """A recompute's leaf stands for a checkpoint input: the same array, read again from what
+        the checkpoint saved. An "again" edge joins the two (see Recorder.stand_ins)."""
+        original = self.stand_in_for.pop(id(leaf), None)
+        source = self.ids.known(original) if original is not None else None
+        if source is not None:
+            self.edges.append({"kind": "again", "source": source, "target": var_id, "slot": 0})
+        which = sentence_name(original) if original is not None else "the segment's input"
+        return (f"the same array as {which}, read again from the checkpoint's saved inputs "
+                f"(detached for the recompute: a leaf of the segment's new graph); it requires "
+                f"grad so that its gradient is handed back to the checkpoint")
 
     def refresh_names(self) -> None:
         """Names given after a variable was recorded (`y = f(x); y.name = "y"`) are read again

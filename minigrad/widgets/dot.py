@@ -26,6 +26,9 @@ EDGE_STYLE = {
     "output": {"color": "#374151"},
     # Saved-tensor edges must not bend the layout: the topology is the parent edges.
     "saved": {"color": "#d97706", "style": "dashed", "constraint": "false", "arrowhead": "odot"},
+    # A checkpoint's recompute reads an input again: a dotted line joins its new leaf to that
+    # input, without moving the layout (the recomputed segment keeps its own row).
+    "again": {"color": "#6b7280", "style": "dotted", "arrowhead": "empty", "constraint": "false"},
 }
 
 

@@ -155,7 +155,9 @@ class BackwardStepper(Folding):
         while advanced < steps and self._advance():
             advanced += 1
         if advanced:
-            self._publish()
+            # One engine step can make several frames (a checkpoint's recompute records its
+            # ops one step each): show the first, and the page steps through the rest.
+            self._publish(self._sent_frames if steps == 1 else None)
 
     def finish(self) -> None:
         """Run backward to the end."""
@@ -197,7 +199,7 @@ class BackwardStepper(Folding):
         """The whole trace recorded so far (the synced `trace` is refreshed only when needed)."""
         return self._recorder.trace if self._recorder is not None else self.trace
 
-    def _publish(self) -> None:
+    def _publish(self, show: int | None = None) -> None:
         # Only what the steps added travels (and is built): the events, frames and blocks since
         # the last message. The full `trace` is re-sent when backward ends or a view that
         # missed some asks for it (see _on_message "hello").
@@ -209,7 +211,8 @@ class BackwardStepper(Folding):
         with self.hold_sync():
             if not self.live:
                 self.trace = self._recorder.trace
-            self._published = self.frame = self._sent_frames - 1
+            last = self._sent_frames - 1
+            self._published = self.frame = last if show is None else min(show, last)
 
     @traitlets.observe("frame_seq")
     def _stale_move(self, change) -> None:

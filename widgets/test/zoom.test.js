@@ -23,5 +23,10 @@ test("fit: labels never below MIN_LABEL_PX (lesson 10's graph was fitted to 2-6 
 test("auto (the first render) and a set zoom", () => {
   assert.equal(zoomScale("auto", { width: 904, height: 560 }, { w: 6000, h: 300 }, 1), 0.75);
   assert.equal(zoomScale("auto", { width: 504, height: 560 }, { w: 500, h: 300 }, 1), 1);
+  // a drawing a little taller than the box shrinks to fit it (labels stay >= 8 px) ...
+  assert.equal(zoomScale("auto", { width: 904, height: 724 }, { w: 600, h: 800 }, 1), 0.9);
+  // ... a much taller one keeps the width's scale, and the box scrolls
+  assert.equal(zoomScale("auto", { width: 904, height: 724 }, { w: 600, h: 3000 }, 1), 1.25);
+  assert.ok(LABEL_UNITS * zoomScale("auto", { width: 904, height: 304 }, { w: 600, h: 400 }, 1) >= 8);
   assert.equal(zoomScale(false, { width: 904, height: 560 }, { w: 6000, h: 300 }, 0.4), 0.4);
 });

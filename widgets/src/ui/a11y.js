@@ -25,6 +25,21 @@ export function nodeName(base, s = {}) {
   return parts.join(", ");
 }
 
+/**
+ * An AotView node's accessible name: what it is, then what the picture shows of the derivation
+ * (faded: not derived yet; ringed: emitted or rule running; greyed: no gradient; outlined:
+ * saved). s: {future, current, fresh, noGrad, saved}.
+ */
+export function derivedName(base, s = {}) {
+  const parts = [base];
+  if (s.noGrad) parts.push("no gradient needed");
+  if (s.future) parts.push("not derived yet");
+  if (s.current) parts.push("its backward rule runs in this step");
+  if (s.fresh) parts.push("emitted in this step");
+  if (s.saved) parts.push("saved for backward");
+  return parts.join(", ");
+}
+
 // Arrow keys move on the picture (spatially): to the nearest node whose centre lies in that
 // direction, an offset across the direction counting twice as much as one along it.
 const DIRECTIONS = { ArrowRight: [1, 0], ArrowLeft: [-1, 0], ArrowDown: [0, 1], ArrowUp: [0, -1] };

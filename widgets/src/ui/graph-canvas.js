@@ -13,15 +13,19 @@ export const MIN_LABEL_PX = 8;
 
 /**
  * The scale of the picture. fit "auto" (the start): the box's width, enlarging at most 1.25
- * times and shrinking to no less than 0.75 (a bigger graph scrolls); "fit": the whole graph in
- * the box, width and height, but labels no smaller than MIN_LABEL_PX; false: `scale` as set
- * by zoom in / out. box: {width, height} of the scroll box; size: {w, h} of the drawing.
+ * times and shrinking to no less than 0.75 (a bigger graph scrolls), and a little smaller when
+ * that makes a drawing just taller than the box fit in it; "fit": the whole graph in the box,
+ * width and height, but labels no smaller than MIN_LABEL_PX; false: `scale` as set by zoom in /
+ * out. box: {width, height} of the scroll box (height: its max-height); size: {w, h} of the drawing.
  */
 export function zoomScale(fit, box, size, scale) {
   if (!fit) return scale;
   const byWidth = box.width > 0 ? (box.width - 4) / size.w : 1;
-  if (fit === "auto") return Math.max(0.75, Math.min(1.25, byWidth));
   const byHeight = box.height > 0 ? (box.height - 4) / size.h : Infinity;
+  if (fit === "auto") {
+    const auto = Math.max(0.75, Math.min(1.25, byWidth));
+    return byHeight < auto && byHeight >= 0.75 ? byHeight : auto;
+  }
   return Math.max(MIN_LABEL_PX / LABEL_UNITS, Math.min(1.25, byWidth, byHeight));
 }
 

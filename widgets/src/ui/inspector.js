@@ -4,19 +4,26 @@ import { values, shapeText, bytes } from "../text/format.js";
 
 const relationsCache = new WeakMap();
 
-/** consumers (parent edges out of a variable) and savers (saved edges out of it), by variable. */
+/**
+ * consumers (parent edges out of a variable), savers (saved edges out of it) and copies (a
+ * checkpoint's recompute reading it again: "again" edges out of it), by variable; originals:
+ * what a recompute's leaf reads again.
+ */
 function relations(index) {
   let rel = relationsCache.get(index);
   if (!rel) {
     const consumers = new Map();
     const savers = new Map();
+    const copies = new Map();
+    const originals = new Map();
     for (const e of index.edges) {
-      const map = e.kind === "parent" ? consumers : e.kind === "saved" ? savers : null;
+      if (e.kind === "again") originals.set(e.target, [e.source]);
+      const map = e.kind === "parent" ? consumers : e.kind === "saved" ? savers : e.kind === "again" ? copies : null;
       if (!map) continue;
       if (!map.has(e.source)) map.set(e.source, []);
       map.get(e.source).push(e.target);
     }
-    rel = { consumers, savers };
+    rel = { consumers, savers, copies, originals };
     relationsCache.set(index, rel);
   }
   return rel;
@@ -145,6 +152,9 @@ export function renderInspector(container, { index, id, state = null, showValues
     row(dl, "parent of", nodeList(index, rel.consumers.get(id), onPick));
     const savers = rel.savers.get(id);
     if (savers && savers.length) row(dl, "saved by", nodeList(index, savers, onPick));
+    // (one array, two nodes: the recompute's graph is new, so it starts from new leaves)
+    if (rel.originals.has(id)) row(dl, "same array as", nodeList(index, rel.originals.get(id), onPick), h("div", { class: "mg-muted", text: "read again by the checkpoint's recompute" }));
+    if (rel.copies.has(id)) row(dl, "read again as", nodeList(index, rel.copies.get(id), onPick), h("div", { class: "mg-muted", text: "by a checkpoint's recompute, in backward" }));
   }
   if (node.block) {
     const block = index.blocks.get(node.block);

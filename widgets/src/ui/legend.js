@@ -9,6 +9,7 @@ function swatch(kind) {
       break;
     case "parent":
     case "saved":
+    case "again":
       svg.append(s("line", { class: `mg-sw mg-sw-${kind}`, x1: "2", y1: "8", x2: "28", y2: "8" }));
       break;
     case "current":
@@ -39,6 +40,7 @@ const BASE = [
   ["op", "op"],
   ["parent", "parent edge (input)"],
   ["saved", "saved tensor"],
+  ["again", "same array, read again by a recompute"], // (shown only when drawn: styles.css)
 ];
 
 const STEPPER = [

@@ -16,6 +16,7 @@ export class VirtualRows {
     this.make = make;
     this.paint = paint;
     this.rendered = new Map(); // row index -> element
+    this.keep = null; // a row kept in the DOM even out of view: the list's Tab stop
     this.body = h("div", { class: `mg-vbody ${className}`, style: { position: "relative", height: `${count * rowHeight}px` } });
     this.queued = false;
     this.onScroll = () => {
@@ -34,13 +35,17 @@ export class VirtualRows {
     const visible = Math.ceil((this.pane.clientHeight || 480) / this.rowHeight);
     const first = Math.max(0, Math.floor(this.pane.scrollTop / this.rowHeight) - MARGIN);
     const last = Math.min(this.count - 1, first + visible + 2 * MARGIN);
+    const kept = this.keep !== null && this.keep >= 0 && this.keep < this.count ? this.keep : null;
     for (const [i, el] of this.rendered) {
-      if (i < first || i > last) {
+      if ((i < first || i > last) && i !== kept) {
         el.remove();
         this.rendered.delete(i);
       }
     }
-    for (let i = first; i <= last; i++) {
+    const wanted = [];
+    for (let i = first; i <= last; i++) wanted.push(i);
+    if (kept !== null && (kept < first || kept > last)) wanted.push(kept);
+    for (const i of wanted) {
       if (this.rendered.has(i)) continue;
       const el = this.make(i);
       el.style.position = "absolute";

@@ -12,6 +12,7 @@ import AOT_CSS from "./aot-view.css";
 import { Player } from "../ui/player.js";
 import { stepText } from "../trace/step-numbers.js";
 import { shapeText } from "../text/format.js";
+import { derivedName } from "../ui/a11y.js";
 
 const PHASE_HINT = {
   captured: "the forward graph as captured; no backward operation derived yet",
@@ -219,8 +220,7 @@ class AotView extends Player {
     for (const [id, record] of canvas.nodes) {
       const node = this.index.nodes.get(id);
       if (!node) continue;
-      record.g.setAttribute("aria-label", describe(node));
-      this.items.push({ id, node, g: record.g, flags: 0 });
+      this.items.push({ id, node, g: record.g, flags: 0, name: null });
     }
     this.edgeItems = [];
     this.index.edges.forEach((e, k) => {
@@ -236,12 +236,26 @@ class AotView extends Player {
     const write = (el, classes, before, after) => {
       for (let i = 0; i < classes.length; i++) if ((before ^ after) & (1 << i)) el.classList.toggle(classes[i], (after & (1 << i)) !== 0);
     };
+    const savesKnown = this.savesKnown();
     for (const item of this.items) {
       let f = st.exists(item.id) ? 0 : 1;
       if (item.id === st.current) f |= 2;
       if (st.fresh.has(item.id)) f |= 4;
       if (f !== item.flags) write(item.g, NODE_CLASSES, item.flags, f), (item.flags = f);
+      // The name says what the picture shows (a11y.js); saves only once the derivation found them.
+      const node = item.node;
+      const name = derivedName(describe(node), {
+        future: (f & 1) !== 0,
+        current: (f & 2) !== 0,
+        fresh: (f & 4) !== 0,
+        noGrad: node.needs_grad === false || !!node.why_no_grad,
+        saved: !!node.saved && savesKnown,
+      });
+      if (name !== item.name) item.g.setAttribute("aria-label", (item.name = name));
     }
+    // The graph's Tab stop is the op whose rule runs (or what it emitted) until the keyboard moves it.
+    const shown = st.current || [...st.fresh][0];
+    if (shown && this.pane.canvas.follow) this.pane.canvas.follow(shown);
     for (const item of this.edgeItems) {
       const { source, target, kind } = item.e;
       let f = st.exists(source) && st.exists(target) ? 0 : 1;
@@ -296,14 +310,22 @@ class AotView extends Player {
       if (node && node.type === "op") lines.push(h("li", { class: "mg-ev mg-ev-emit", "data-node": id, text: `emits ${node.text || node.label}` }));
     }
     this.sentence.replaceChildren(...lines);
-    // The save list is a result of the derivation: shown from the step that finds it, not before.
+    // The save list is a result of the derivation: shown from the step that finds it, not before
+    // (so are the saved tensors' outlines: styles in aot-styles.css).
     const found = this.index.steps.findIndex((s) => s.kind === "required_saves");
-    const known = found < 0 || st.k >= found;
+    const known = this.savesKnown();
+    this.root.classList.toggle("mg-saves-known", known);
     setText(this.saves, known ? this.savesText : `required saves: found at step ${found}, once every rule has run`);
     this.saves.classList.toggle("mg-muted", !known);
     this.buttons.first.disabled = this.buttons.back.disabled = st.k <= 0;
     this.buttons.step.disabled = this.buttons.last.disabled = st.k >= n - 1;
     this.inspect();
+  }
+
+  /** Has the shown step reached the one that finds the required saves? */
+  savesKnown() {
+    const found = this.index.steps.findIndex((s) => s.kind === "required_saves");
+    return found < 0 || (this.state !== null && this.state.k >= found);
   }
 
   pick(id) {

@@ -42,6 +42,9 @@ class TapeView extends Player {
     this.shown = -1;
     this.wanted = null;
     this.marks = { position: null, using: new Set(), writing: null, written: new Set() };
+    // Each list is one Tab stop (roving tabindex): the row the step shows, until the keyboard
+    // moves inside the list (then the row it moved to).
+    this.tabs = { slot: { at: null, follow: 0 }, instr: { at: null, follow: 0 } };
     this.build();
     this.buildTable();
     this.show(model.get("frame"), { force: true });
@@ -97,7 +100,12 @@ class TapeView extends Player {
     if (this.slotRows) this.slotRows.dispose();
     if (this.instrRows) this.instrRows.dispose();
     const s = this.doc.slots;
-    const head = h("div", { class: "mg-row mg-head", role: "row" }, ...["slot", "name", "kind", "value", "grad", "uses left", "req. grad"].map((t) => h("span", { role: "columnheader", text: t })));
+    const head = h(
+      "div",
+      { class: "mg-row mg-head", role: "row", "aria-rowindex": "1" },
+      ...["slot", "name", "kind", "value", "grad", "uses left", "req. grad"].map((t) => h("span", { role: "columnheader", text: t })),
+      h("span", { class: "mg-sr", role: "columnheader", text: "state" }), // (what the colours show, in words)
+    );
     this.slotRows = new VirtualRows({
       pane: this.slotsPane,
       count: s.kinds.length,
@@ -106,18 +114,36 @@ class TapeView extends Player {
       make: (i) => this.makeSlotRow(i),
       paint: (i, el) => this.paintSlotRow(i, el),
     });
-    this.slotsPane.replaceChildren(h("div", { class: "mg-slots", role: "table" }, head, this.slotRows.body));
+    // Only the rows in view exist: aria-rowcount and each row's aria-rowindex say where they are.
+    this.slotRows.body.setAttribute("role", "rowgroup");
+    this.slotRows.body.addEventListener("keydown", (e) => this.rowKey(e, "slot"));
+    this.slotsPane.replaceChildren(h("div", { class: "mg-slots", role: "table", "aria-label": "slots", "aria-rowcount": String(s.kinds.length + 1) }, head, this.slotRows.body));
     this.instrRows = new VirtualRows({
       pane: this.instrsPane,
       count: this.doc.instrs.length,
       rowHeight: ROW_HEIGHT,
-      make: (p) => h("li", { "data-instr": String(p) }, h("span", { class: "mg-pos", text: `#${p}` }), this.instrText(this.doc.instrs[p])),
+      make: (p) =>
+        h(
+          "li",
+          { "data-instr": String(p), tabindex: "-1", "aria-posinset": String(p + 1), "aria-setsize": String(this.doc.instrs.length) },
+          h("span", { class: "mg-pos", text: `#${p}` }),
+          this.instrText(this.doc.instrs[p]),
+          h("span", { class: "mg-sr" }),
+        ),
       paint: (p, el) => {
-        el.classList.toggle("mg-done", this.state.done.has(p));
-        el.classList.toggle("mg-current", p === this.marks.position);
+        const done = this.state.done.has(p);
+        const current = p === this.marks.position;
+        el.classList.toggle("mg-done", done);
+        el.classList.toggle("mg-current", current);
+        if (current) el.setAttribute("aria-current", "step");
+        else el.removeAttribute("aria-current");
+        setText(el.lastChild, current ? ": running now" : done ? ": done" : ": not run yet");
+        el.tabIndex = p === this.tabs.instr.stop ? 0 : -1;
       },
     });
-    const list = h("ol", { class: "mg-instrs" }, this.instrRows.body);
+    this.instrRows.body.setAttribute("role", "none"); // (the items belong to the list)
+    this.instrRows.body.addEventListener("keydown", (e) => this.rowKey(e, "instr"));
+    const list = h("ol", { class: "mg-instrs", "aria-label": "instructions" }, this.instrRows.body);
     if (!this.doc.instrs.length) list.append(h("li", { class: "mg-empty", text: "no instruction recorded (nothing requires grad)" }));
     this.instrsPane.replaceChildren(list);
     this.root.dataset.slots = String(s.kinds.length);
@@ -131,7 +157,7 @@ class TapeView extends Player {
     const cell = (cls, text) => h("span", { class: cls, role: "cell", text });
     return h(
       "div",
-      { "data-slot": String(i), class: `mg-row mg-kind-${kind}`, role: "row" },
+      { "data-slot": String(i), class: `mg-row mg-kind-${kind}`, role: "row", "aria-rowindex": String(i + 2), tabindex: "-1" },
       cell("mg-slot", `s${i}`),
       h("span", { class: "mg-name", role: "cell", text: s.names[i] || "", title: s.names[i] || "" }),
       h("span", { role: "cell" }, h("span", { class: "mg-kind", text: kind, title: kind === "const" ? "const: requires no grad; an op whose inputs are all const records no instruction" : kind })),
@@ -139,6 +165,7 @@ class TapeView extends Player {
       cell("mg-grad", ""),
       cell("mg-uses", ""),
       cell("mg-rg", s.requires_grad[i] ? "yes" : "no"),
+      cell("mg-sr", ""),
     );
   }
 
@@ -156,6 +183,40 @@ class TapeView extends Player {
     c.toggle("mg-using", m.using.has(i));
     c.toggle("mg-writing", i === m.writing);
     c.toggle("mg-grad-new", m.written.has(i));
+    setText(el.lastChild, slotState(i, m, st));
+    el.tabIndex = i === this.tabs.slot.stop ? 0 : -1;
+  }
+
+  /** Where a list's Tab stop is: the row the keyboard moved to while focus is in the list,
+   * else the row the step shows. Kept in the DOM even when scrolled away (virtual-rows.js). */
+  placeStops() {
+    const focus = this.root.getRootNode ? this.root.getRootNode().activeElement : document.activeElement;
+    for (const [which, rows, pane] of [["slot", this.slotRows, this.slotsPane], ["instr", this.instrRows, this.instrsPane]]) {
+      const tab = this.tabs[which];
+      const inside = tab.at !== null && focus && pane.contains(focus);
+      tab.stop = Math.max(0, Math.min(rows.count - 1, inside ? tab.at : tab.follow));
+      rows.keep = rows.count ? tab.stop : null;
+    }
+  }
+
+  /** Up / Down / Page Up / Page Down / Home / End move between a list's rows (Left and Right
+   * still step backward, as everywhere in the view). */
+  rowKey(e, which) {
+    const rows = which === "slot" ? this.slotRows : this.instrRows;
+    const n = rows.count;
+    if (!n || e.altKey || e.ctrlKey || e.metaKey) return;
+    const tab = this.tabs[which];
+    const at = tab.stop ?? 0;
+    const page = Math.max(1, Math.floor((rows.pane.clientHeight || 200) / ROW_HEIGHT) - 2);
+    const to = { ArrowDown: at + 1, ArrowUp: at - 1, PageDown: at + page, PageUp: at - page, Home: 0, End: n - 1 }[e.key];
+    if (to === undefined) return;
+    e.preventDefault(); // (the view's own keys: Home and End would jump to the first / last step)
+    tab.at = tab.stop = Math.max(0, Math.min(n - 1, to));
+    rows.keep = tab.stop;
+    rows.reveal(tab.stop, which === "slot" ? HEAD_HEIGHT : 0);
+    rows.repaint();
+    const el = rows.rendered.get(tab.stop);
+    if (el) el.focus({ preventScroll: true });
   }
 
   instrText(ins) {
@@ -247,9 +308,12 @@ class TapeView extends Player {
       writing: ins ? ins.output : null,
       written: new Set(delta ? delta.grads.map(([slot]) => slot) : []),
     };
+    const first = delta && delta.grads.length ? delta.grads[0][0] : ins ? ins.output : null;
+    if (ins) this.tabs.instr.follow = delta.position;
+    if (first !== null) this.tabs.slot.follow = first;
+    this.placeStops();
     if (ins) this.instrRows.reveal(delta.position);
     else this.instrRows.render();
-    const first = delta && delta.grads.length ? delta.grads[0][0] : ins ? ins.output : null;
     if (first !== null) this.slotRows.reveal(first, HEAD_HEIGHT);
     else this.slotRows.render();
     this.slotRows.repaint();
@@ -317,6 +381,16 @@ class TapeView extends Player {
     this.slotRows.dispose();
     this.instrRows.dispose();
   }
+}
+
+/** A slot row's state in words: what its colours and marks show at this step. */
+function slotState(i, marks, state) {
+  const parts = [];
+  if (i === marks.writing) parts.push("output of the current instruction");
+  if (marks.using.has(i)) parts.push("read by the current instruction");
+  if (marks.written.has(i)) parts.push("gradient written at this step");
+  if (state.freed[i] === 1) parts.push("freed: no use left");
+  return parts.join("; ");
 }
 
 export function renderTapeView({ model, el }) {
