@@ -59,7 +59,7 @@ def test_w2_is_drawn_once_and_read_again_by_the_recompute(offline, checkpoint_pa
     # Its inspector names the array it reads again.
     root.locator("svg.mg-svg g.node", has_text="W2 (again)").hover()
     inspector = root.locator(".mg-inspector").text_content()
-    assert "same array as" in inspector and "W2 (2×2)" in inspector, inspector
+    assert "same array as" in inspector and "W2 (2x2)" in inspector, inspector
 
     # Step through: every recompute step is one event (one line of the step text), and names
     # what it recorded.
