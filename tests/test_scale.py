@@ -74,6 +74,7 @@ def chain(n_ops: int):
 
 
 def test_a_live_step_sends_and_builds_only_what_it_changed(monkeypatch):
+    pytest.importorskip("anywidget")   # (absent only in the oldest-numpy pass, which has no widgets)
     from minigrad.trace import recorder as trace   # (where the recorder looks build_document up)
     from minigrad.trace import document
     from minigrad.widgets import BackwardStepper
@@ -213,6 +214,7 @@ def scoped_blocks(n_blocks: int):
 
 
 def test_a_box_click_costs_the_kernel_no_drawing(monkeypatch):
+    pytest.importorskip("anywidget")   # (absent only in the oldest-numpy pass, which has no widgets)
     from minigrad.widgets import GraphView, views
     view = GraphView(scoped_blocks(30), max_nodes=20)
     drawn = []
