@@ -473,3 +473,25 @@ def test_each_write_into_a_node_is_followed_by_its_pending_count_then_ready(orde
                 assert (after.kind, after.node, after.pending_count) == ("ready", pending.node, 0)
             else:
                 assert after is None or after.kind == "accumulate"
+
+
+def test_pending_scheduler_looks_for_a_waiting_node_only_when_one_waits(monkeypatch):
+    # Counting what has run against what was reached tells the scheduler, in O(1), that nothing
+    # waits; the waiting heap (engine._Waiting) is consulted only on a real stall.
+    from minigrad.eager import engine
+    calls = []
+    newest = engine._Waiting.newest
+    monkeypatch.setattr(engine._Waiting, "newest", lambda self: calls.append(1) or newest(self))
+    x = mg.create_leaf(np.array([0.5, -1.0]), requires_grad=True)
+    h = x
+    for _ in range(50):
+        h = (h * 1.5).tanh()
+    h.sum().backward()
+    assert calls == []
+    x.grad = None
+    y = x * 2.0
+    unused = y.exp()                   # a consumer of y that the loss does not use
+    (y * 3.0).sum().backward()
+    assert len(calls) == 1
+    np.testing.assert_allclose(x.grad, [6.0, 6.0])
+    del unused

@@ -148,6 +148,68 @@ def test_unaliased_parameter_on_an_allocator_is_locked_without_a_copy(where):
         loss.backward()
 
 
+def test_parameter_used_again_in_one_graph_shares_its_lock():
+    # The training loop's shortcut (readonly._locks_held): a parameter that a live node of the
+    # graph locked already is guarded by that same lock, with no copy, in every later op.
+    w = param([1.0, 2.0, 3.0], name="w")
+    h = param([0.5, -1.0, 2.0]).tanh()                # (an op output: not a user array)
+    for _ in range(3):
+        h = (h * w).tanh()
+    muls = [v for v in _outputs_up_to(h) if v.grad_fn.name == "mul"]
+    locks = {id(lock) for v in muls for lock in getattr(guard_of(v), "locks", [guard_of(v)])}
+    assert len(muls) == 3 and len(locks) == 1          # (the first op took it, the others share)
+    assert all(guard_of(v).snapshots == () for v in muls)
+    assert sum(type(guard_of(v)).__name__ == "ArrayLock" for v in muls) == 2
+    view = w.data[1:]                                  # made while locked: read-only too
+    with pytest.raises(ValueError):
+        view[0] = 9.0
+    with pytest.raises(ValueError):
+        w.data[0] = 9.0
+    h.sum().backward()
+    w.data[0] = 9.0                                    # consumed: writable again
+
+
+def _outputs_up_to(output):
+    seen, stack = [], [output]
+    while stack:
+        v = stack.pop()
+        if v.grad_fn is not None and all(v is not s for s in seen):
+            seen.append(v)
+            stack.extend(v.grad_fn.inputs)
+    return seen
+
+
+DECLINED = {"batch held by name", "view of a batch", "arena parameter"}
+
+
+@pytest.mark.parametrize("case", ["parameter twice", "x * x", "batch held by name",
+                                  "view of a batch", "arena parameter"])
+def test_the_shortcut_guards_as_the_general_path_does(case):
+    # _locks_held either declines (None: an alias may exist, or memory it cannot judge) or gives
+    # the very locks the general path (_user_arrays + SavedGuard) gives, with no snapshot.
+    from minigrad.eager import readonly
+    allocator = mg.Arena("perm-shortcut", 1 << 14) if case == "arena parameter" else None
+    w = param([1.0, 2.0, 3.0], name="w", arena=allocator)
+    batch = np.ones(4)
+    x = {"parameter twice": param([4.0, 5.0, 6.0]), "x * x": w,
+         "batch held by name": mg.create_leaf(batch[:3], copy=True),
+         "view of a batch": mg.create_leaf(batch[1:], copy=False),
+         "arena parameter": param([4.0, 5.0, 6.0])}[case]
+    if case == "batch held by name":
+        held_by_name = x._data                          # noqa: F841 (the alias that matters)
+    keep = w * x                                        # the first locks, taken the general way
+    inputs, saved = (w, x), (w._data, x._data)
+    user = [w._data] if x is w else [w._data, x._data]
+    shortcut = readonly._locks_held(saved, user)
+    general = readonly.SavedGuard(readonly._user_arrays(saved, inputs, user), inputs)
+    if case in DECLINED:
+        assert shortcut is None
+    else:
+        assert {id(lock) for lock in shortcut} == {id(lock) for lock in general.locks}
+        assert general.snapshots == ()
+    del keep
+
+
 def test_batch_held_by_name_gets_a_snapshot_and_is_writable_after_backward():
     batch = np.ones((3, 2))
     W = param(np.ones((2, 1)))

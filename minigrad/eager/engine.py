@@ -188,7 +188,7 @@ def run_pending(loss, stepping: bool, shuffle):
     if root is None:
         return
     pick = list.pop if shuffle is None else _random_pick(shuffle)   # any ready node will do
-    ready, reached = [root], [root]
+    ready, reached, ran = [root], [root], 0
     waiting = _Waiting(reached)
     steps = [] if stepping else None
     while ready:
@@ -196,10 +196,12 @@ def run_pending(loss, stepping: bool, shuffle):
         if stepping and node.recompute_groups is not None:   # a checkpoint: its own steps
             yield from node.recompute_groups()
         _apply(node, ready, reached, steps)   # appends the parents it made ready
+        ran += 1
         if stepping:
             yield steps
             steps = []
-        if not ready and (stalled := waiting.newest()) is not None:
+        # (ran < len(reached): a node got a gradient and has not run; only then is one waiting)
+        if not ready and ran < len(reached) and (stalled := waiting.newest()) is not None:
             # Its remaining consumers are not on the loss's path: no more gradient can arrive.
             ready.append(stalled)
             if stepping:

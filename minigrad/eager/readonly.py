@@ -55,11 +55,14 @@ _table = threading.RLock()
 def exposes(out: np.ndarray, inputs: tuple) -> bool:
     """Whether an op's output shares memory with a user-writable input (a view op's output, or
     the input's own array handed back)."""
-    viewed = out.base is not None
+    if out.base is None:   # a fresh array (most ops): only an input's own array handed back
+        for v in inputs:
+            if out is v._data:
+                return v.grad_fn is None or v.grad_fn.exposes
+        return False
     for v in inputs:
         fn = v.grad_fn
-        if (fn is None or fn.exposes) and (out is v._data or
-                                           viewed and np.may_share_memory(out, v._data)):
+        if (fn is None or fn.exposes) and (out is v._data or np.may_share_memory(out, v._data)):
             return True
     return False
 
@@ -75,8 +78,36 @@ def guard_saved(saved: tuple, inputs: tuple):
                 user.append(v._data)
     if user is None:
         return None
+    locks = _locks_held(saved, user)
+    if locks is not None:   # the training loop's case, decided in one cheap pass
+        if len(locks) == 1:
+            return locks[0]   # (a lock alone is a whole guard: see ArrayLock)
+        return SavedGuard.holding(locks) if locks else None
     found = _user_arrays(saved, inputs, user)
     return SavedGuard(found, inputs) if found else None
+
+
+def _locks_held(saved: tuple, user: list):
+    """A shortcut of _user_arrays + SavedGuard for the common case, with the same result: each
+    saved array owns its memory and is either not a user array (and no user array is a view, so
+    none shares its memory) or a user array already locked, with nothing else referring to it when
+    it was (a parameter used again in the same graph: the lock alone is enough). Returns those
+    locks, or None when any saved array needs the general path."""
+    locks = ()
+    for array in saved:
+        if type(array) is not np.ndarray or array.base is not None:
+            return None
+        for d in user:
+            if array is d:
+                held = _held.get(id(array))
+                lock = held() if held is not None and held.array is array else None
+                if lock is None or not lock.enough:
+                    return None
+                locks += (lock,)
+                break
+            if d.base is not None:
+                return None
+    return locks
 
 
 def _user_arrays(saved: tuple, inputs: tuple, user: list) -> list:
@@ -162,6 +193,13 @@ class SavedGuard:
             if lock is None or owner is not array or not lock.enough:
                 self.snapshots += ((array, array.tobytes(), _input_named(array, inputs)),)
 
+    @classmethod
+    def holding(cls, locks: tuple):
+        """A guard of locks alone (no snapshot): see _locks_held."""
+        guard = cls.__new__(cls)
+        guard.locks, guard.snapshots = locks, ()
+        return guard
+
     def check(self, node) -> None:
         """Raise if a saved array changed since forward (a write that went past the lock)."""
         for array, snapshot, which in self.snapshots:
@@ -175,9 +213,20 @@ class SavedGuard:
 
 class ArrayLock:
     """One array kept read-only: held (referenced) by every node that saved it, alive while any
-    of them is. enough: taken when nothing else referred to the array (see the module doc)."""
+    of them is. enough: taken when nothing else referred to the array (see the module doc).
+
+    A lock that is enough is also a node's whole guard when it is the only one the node needs
+    (a parameter's array): nothing to compare before backward, and letting go is dropping it.
+    That saves a SavedGuard per op in a training loop."""
 
     __slots__ = ("enough", "__weakref__")
+    snapshots = ()
+
+    def check(self, node) -> None:
+        pass
+
+    def release(self) -> None:
+        pass
 
 
 class _Held(weakref.ref):
