@@ -13,6 +13,9 @@ import {
   frameEvents,
   phaseEndAfter,
   clampFrame,
+  eventNodes,
+  initialState,
+  applyEvent,
 } from "../src/trace/replay.js";
 
 const here = fileURLToPath(new URL("./fixtures/", import.meta.url));
@@ -276,3 +279,26 @@ for (const name of ["chain200", "mlp_step", "pool_step", "checkpoint"]) {
     assert.ok(work[work.length - 1] < t.events.length / 4, `${name}: ${work[work.length - 1]} entries for the last step`);
   });
 }
+
+test("eventNodes names every node whose own state an event changes (what a step restyles)", () => {
+  const golden = fileURLToPath(new URL("../../tests/trace_golden/", import.meta.url));
+  const traces = FIXTURES.map(load);
+  for (const f of readdirSync(golden).filter((f) => f.endsWith(".json"))) traces.push(...JSON.parse(readFileSync(golden + f, "utf8")));
+  let changes = 0;
+  for (const t of traces) {
+    const index = indexTrace(t);
+    const state = initialState(index);
+    const look = (id) => JSON.stringify([state.exists.has(id), state.pending.get(id), state.applied.has(id), state.ready.includes(id), state.grads.get(id)]);
+    for (const ev of index.events) {
+      const before = new Map([...index.nodes.keys()].map((id) => [id, look(id)]));
+      applyEvent(state, ev);
+      const named = eventNodes(ev);
+      for (const [id, was] of before) {
+        if (look(id) === was) continue;
+        changes++;
+        assert.ok(named.has(id), `${t.title}: a "${ev.type}" event changed node ${id} but eventNodes does not name it`);
+      }
+    }
+  }
+  assert.ok(changes > 1000, `only ${changes} node changes checked`);
+});

@@ -88,6 +88,7 @@ export class MemoryStrip {
 
   build(index) {
     this.index = index;
+    this.painted = null; // (the next update() paints everything)
     this.blockEls = new Map();
     this.shown = new Map();
     this.rows = new Map();
@@ -120,7 +121,7 @@ export class MemoryStrip {
         stats,
       );
       const row = h("div", { class: "mg-arena", "data-arena": arena.id }, head, bar, axis);
-      this.rows.set(arena.id, { row, bar, hw, used, stats, extent, arena, text: "", hwAt: "", usedAt: "", order: [], active: null });
+      this.rows.set(arena.id, { row, bar, hw, used, stats, extent, arena, text: "", hwAt: "", usedAt: "", order: [], active: null, live: 0 });
       rows.push(row);
     }
     for (const block of index.blocks.values()) {
@@ -153,51 +154,93 @@ export class MemoryStrip {
     return blockName({ kindText: KIND_TEXT[block.kind] || block.kind, owner: block.owner, size: bytes(block.nbytes), offset: bytes(block.offset), state: now });
   }
 
+  /** Every block and row from the state alone: the reference, used for jumps. */
   paint(state) {
-    for (const [id, el] of this.blockEls) {
-      const now = state.blocks.get(id) || "unallocated";
-      if (this.shown.get(id) === now) continue;
-      this.shown.set(id, now);
-      el.dataset.state = now;
-      el.classList.toggle("mg-unalloc", now === "unallocated");
-      el.classList.toggle("mg-freed", now === "freed" || now === "popped");
-      el.setAttribute("aria-label", this.blockText(id, now));
+    for (const id of this.blockEls.keys()) this.paintBlock(id, state);
+    for (const row of this.rows.values()) this.paintRow(row, state);
+    this.visits = { events: 0, blocks: this.blockEls.size, rows: this.rows.size, full: true };
+    this.done(state);
+  }
+
+  /** After a step forward from the state painted last: only the blocks its events allocate,
+   * free or pop, and their rows (else everything, as paint). */
+  update(state) {
+    const was = this.painted;
+    const ahead = was && was.state === state ? state.event - was.event : -1;
+    if (ahead < 0 || ahead > this.blockEls.size + this.rows.size) return this.paint(state);
+    const blocks = new Set();
+    const rows = new Set();
+    for (let i = was.event + 1; i <= state.event; i++) {
+      const ev = this.index.events[i];
+      if (ev.type === "alloc" || ev.type === "free") blocks.add(ev.block);
+      if (ev.type === "pop") for (const id of ev.blocks || []) blocks.add(id);
+      if (ev.arena != null && this.rows.has(ev.arena)) rows.add(this.rows.get(ev.arena));
     }
-    for (const row of this.rows.values()) {
-      // The Tab stop stays on a block that is drawn (an unallocated one is not).
-      const drawn = (id) => id && this.shown.get(id) && this.shown.get(id) !== "unallocated";
-      const alive = (id) => this.shown.get(id) === "alive";
-      if (!drawn(row.active)) this.setActive(row, row.order.find(alive) ?? row.order.find(drawn) ?? null);
+    for (const id of blocks) {
+      if (!this.blockEls.has(id)) continue;
+      this.paintBlock(id, state);
+      rows.add(this.rows.get(this.index.blocks.get(id).arena));
     }
+    for (const row of rows) this.paintRow(row, state);
+    this.visits = { events: ahead, blocks: blocks.size, rows: rows.size, full: false };
+    this.done(state);
+  }
+
+  done(state) {
+    this.painted = { state, event: state.event };
     const focused = this.focused();
     if (focused) this.describe(focused);
-    for (const [id, row] of this.rows) {
-      let live = 0;
-      let top = 0;
-      for (const block of this.index.blocks.values()) {
-        if (block.arena !== id || state.blocks.get(block.id) !== "alive") continue;
-        live += block.nbytes;
-        top = Math.max(top, block.offset + block.nbytes);
-      }
-      const reported = state.arenas.get(id);
-      const used = reported ? reported.used : row.arena.type === "pool" ? live : top;
-      const high = reported ? reported.high_water : used;
-      const text = `used ${bytes(used)} · high-water ${bytes(high)} · live blocks ${bytes(live)}`;
-      if (text !== row.text) {
-        row.text = text;
-        setText(row.stats, text);
-      }
-      const hwAt = pct(high, row.extent);
-      if (hwAt !== row.hwAt) {
-        row.hwAt = hwAt;
-        row.hw.style.left = hwAt;
-      }
-      const usedAt = pct(used, row.extent);
-      if (usedAt !== row.usedAt) {
-        row.usedAt = usedAt;
-        row.used.style.width = usedAt;
-      }
+  }
+
+  /** A block's state, class and name; its row's live bytes follow what the blocks show. */
+  paintBlock(id, state) {
+    const now = state.blocks.get(id) || "unallocated";
+    const before = this.shown.get(id);
+    if (before === now) return;
+    const block = this.index.blocks.get(id);
+    const row = this.rows.get(block.arena);
+    row.live += (now === "alive" ? block.nbytes : 0) - (before === "alive" ? block.nbytes : 0);
+    this.shown.set(id, now);
+    const el = this.blockEls.get(id);
+    el.dataset.state = now;
+    el.classList.toggle("mg-unalloc", now === "unallocated");
+    el.classList.toggle("mg-freed", now === "freed" || now === "popped");
+    el.setAttribute("aria-label", this.blockText(id, now));
+  }
+
+  paintRow(row, state) {
+    // The Tab stop stays on a block that is drawn (an unallocated one is not).
+    const drawn = (id) => id && this.shown.get(id) && this.shown.get(id) !== "unallocated";
+    const alive = (id) => this.shown.get(id) === "alive";
+    if (!drawn(row.active)) this.setActive(row, row.order.find(alive) ?? row.order.find(drawn) ?? null);
+    const reported = state.arenas.get(row.arena.id);
+    const used = reported ? reported.used : row.arena.type === "pool" ? row.live : this.top(row);
+    const high = reported ? reported.high_water : used;
+    const text = `used ${bytes(used)} · high-water ${bytes(high)} · live blocks ${bytes(row.live)}`;
+    if (text !== row.text) {
+      row.text = text;
+      setText(row.stats, text);
     }
+    const hwAt = pct(high, row.extent);
+    if (hwAt !== row.hwAt) {
+      row.hwAt = hwAt;
+      row.hw.style.left = hwAt;
+    }
+    const usedAt = pct(used, row.extent);
+    if (usedAt !== row.usedAt) {
+      row.usedAt = usedAt;
+      row.used.style.width = usedAt;
+    }
+  }
+
+  /** The end of the highest live block of an arena no event has reported on yet. */
+  top(row) {
+    let top = 0;
+    for (const id of row.order) {
+      const block = this.index.blocks.get(id);
+      if (this.shown.get(id) === "alive") top = Math.max(top, block.offset + block.nbytes);
+    }
+    return top;
   }
 }
 
