@@ -7,12 +7,13 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import { readFileSync, readdirSync } from "node:fs";
 import { fileURLToPath } from "node:url";
-import { indexTrace, stateAt, Replayer, frameEvents } from "../src/trace/replay.js";
+import { indexTrace, extendIndex, stateAt, Replayer, frameEvents } from "../src/trace/replay.js";
 import { BOX, boxProgress, indexFolding } from "../src/trace/scope-boxes.js";
 import { StepPainter } from "../src/ui/paint.js";
 import { MemoryStrip } from "../src/ui/memory-charts.js";
 import { describeNode } from "../src/ui/graph-canvas.js";
 import { FakeElement, installFakeDocument, looks, writes } from "./support-dom.js";
+import { liveMessages } from "./support-live.js";
 
 installFakeDocument();
 
@@ -190,6 +191,64 @@ test("the memory strip's update leaves the same blocks and rows as a full paint,
     }
   }
   assert.ok(stepped > 50, `only ${stepped} steps went through update's own path`);
+});
+
+/** A strip as it looks on the page: each block's place on the bar (its layer scaled), state and
+ * name, and each row's texts and marks. */
+function stripSeen(strip) {
+  const blocks = {};
+  const places = {};
+  for (const [id, el] of strip.blockEls) {
+    const layer = parseFloat(el.parentElement.style.width) / 100;
+    const { attrs, classes, data } = looks(el);
+    blocks[id] = { attrs, classes, data };
+    places[id] = [parseFloat(el.style.left) * layer, parseFloat(el.style.width) * layer];
+  }
+  const rows = {};
+  for (const [id, row] of strip.rows) {
+    rows[id] = { stats: row.stats.textContent, about: row.about.textContent, axis: [row.half.textContent, row.end.textContent], hw: row.hw.style.left, used: row.used.style.width, order: row.order, active: row.active };
+  }
+  return { blocks, rows, places };
+}
+
+test("the memory strip of a live stepper grows by each step's new blocks, and looks as one built from the whole trace", () => {
+  let grown = 0;
+  for (const [name, trace] of realTraces()) {
+    if (!trace.blocks || trace.blocks.length === 0 || trace.frames.length < 4) continue;
+    const cut = Math.min(trace.initial_frame ?? 0, Math.floor(trace.frames.length / 2));
+    const { prefix, messages } = liveMessages(trace, cut);
+    const live = prefix(cut);
+    const index = indexTrace(live);
+    const replayer = new Replayer(index);
+    const strip = new MemoryStrip();
+    strip.build(index);
+    strip.update(replayer.seek(cut));
+    messages.forEach((m, i) => {
+      // (as BackwardStepper.message does with an "append")
+      live.events.push(...m.events);
+      live.frames.push(...m.frames);
+      live.blocks.push(...m.blocks);
+      const { preexistingChanged, stripChanged } = extendIndex(index, m);
+      replayer.extend(index, { preexistingChanged });
+      const rows = strip.rows;
+      if (stripChanged) strip.grow(index, m.blocks);
+      if (strip.rows === rows && m.blocks.length) grown++;
+      const k = cut + 1 + i;
+      strip.update(replayer.seek(k));
+      const whole = new MemoryStrip();
+      whole.build(indexTrace(prefix(k)));
+      whole.paint(stateAt(prefix(k), k));
+      const [a, b] = [stripSeen(strip), stripSeen(whole)];
+      for (const [id, [left, width]] of Object.entries(b.places)) {
+        // (percentages written with 3 decimals, on another extent: equal within 0.01 %)
+        assert.ok(Math.abs(a.places[id][0] - left) < 0.01 && Math.abs(a.places[id][1] - width) < 0.01, `${name}: block ${id} at ${a.places[id]}, not ${[left, width]}`);
+      }
+      delete a.places;
+      delete b.places;
+      assert.deepEqual(a, b, `${name}: the strips differ after live step ${k}`);
+    });
+  }
+  assert.ok(grown > 10, `only ${grown} steps grew the strip in place`);
 });
 
 /**

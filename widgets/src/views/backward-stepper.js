@@ -206,7 +206,7 @@ class Stepper extends Player {
       const { entries, preexistingChanged, stripChanged } = extendIndex(this.index, added);
       this.el.dataset.indexedEntries = String(entries);
       this.replayer.extend(this.index, { preexistingChanged });
-      if (stripChanged) this.memory.build(this.index);
+      if (stripChanged) this.memory.grow(this.index, added.blocks); // (new blocks only)
     }
     this.settle();
     const k = this.wanted !== null ? this.wanted : this.shown;
