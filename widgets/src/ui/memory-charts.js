@@ -121,7 +121,7 @@ export class MemoryStrip {
       const bar = h("div", { class: "mg-bar", "data-arena": arena.id, role: "group", "aria-label": `${arena.name}: blocks by offset (arrow keys move between them)` });
       // Blocks sit on the extent the strip was built with (base), in a layer scaled to the
       // extent now: an arena that grows during a live backward moves one layer, not its blocks.
-      const layer = h("div", { class: "mg-bar-blocks", style: { width: "100%" } });
+      const layer = h("div", { class: "mg-bar-blocks", "data-arena": arena.id, style: { width: "100%" } });
       const hw = h("div", { class: "mg-hw", title: "high-water mark" });
       const used = h("div", { class: "mg-used" });
       bar.append(layer, used, hw);
