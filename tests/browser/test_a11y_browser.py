@@ -275,7 +275,7 @@ LETTER = {"input": "I", "param": "P", "activation": "A", "node": "N", "grad": "G
 STATE_TEXT = {"alive": "alive", "freed": "freed", "popped": "popped with its arena"}
 BLOCKS_JS = """(root) => [...root.querySelectorAll('.mg-memory [data-block]')].map((b) => {
   const r = b.getBoundingClientRect();
-  return { id: b.dataset.block, kind: b.dataset.kind, state: b.dataset.state, arena: b.parentElement.dataset.arena,
+  return { id: b.dataset.block, kind: b.dataset.kind, state: b.dataset.state, arena: b.closest('.mg-bar').dataset.arena,
            name: b.getAttribute('aria-label'), tabindex: b.getAttribute('tabindex'), x: r.left, width: r.width,
            letter: getComputedStyle(b.firstElementChild).visibility === 'visible' ? b.textContent : '' };
 })"""
@@ -536,7 +536,7 @@ def test_reduced_motion_and_forced_colours(offline, pages, tmp_path):  # noqa: F
     click(root, "last")
     borders = root.evaluate("""(root) => [...root.querySelectorAll('.mg-memory [data-block]:not(.mg-unalloc)')]
       .map((b) => { const s = getComputedStyle(b); return [parseFloat(s.borderTopWidth), s.borderTopStyle,
-        s.borderTopColor, getComputedStyle(b.parentElement).backgroundColor]; })""")
+        s.borderTopColor, getComputedStyle(b.closest('.mg-bar')).backgroundColor]; })""")
     assert borders
     for width, style, colour, behind in borders:
         assert width >= 1 and style in ("solid", "dashed") and colour != behind, (width, style, colour, behind)

@@ -1,8 +1,9 @@
 """A live BackwardStepper after many stepper.step() calls from the kernel, in JupyterLab.
 
 Each step reaches the page as an "append" message that extends the page's trace index in place
-(widgets/src/trace/replay.js extendIndex). After many of them the view must show what the kernel ran,
-and the same as a second view of the same stepper drawn afterwards from the whole trace.
+(widgets/src/trace/replay.js extendIndex) and is painted by what it changed (widgets/src/ui/paint.js
+update). After many of them the view must show what the kernel ran, and the same, classes and
+accessible names, as a second view of the same stepper drawn afterwards from the whole trace.
 """
 
 from __future__ import annotations
@@ -59,6 +60,11 @@ def test_live_stepper_shows_the_engine_after_many_kernel_steps(lab, page, browse
     # blocks and the arena record), not the whole trace again
     indexed = int(snap["dataset"]["indexedEntries"])
     assert 0 < indexed < info["events"] / 10, (indexed, info["events"])
+    # and painted by what the step changed: a few nodes and their edges, not all of them
+    # (widgets/src/ui/paint.js update; "all" would be a full paint)
+    visits = snap["dataset"]["paintVisits"]
+    assert visits != "all" and 0 < int(visits) <= 40 < len(snap["ids"]) + len(snap["edges"]), \
+        (visits, len(snap["ids"]), len(snap["edges"]))
 
     # a second view of the same stepper is drawn from the whole trace: it agrees
     nb.run_new_cell("stepper")
@@ -67,7 +73,7 @@ def test_live_stepper_shows_the_engine_after_many_kernel_steps(lab, page, browse
                      "the second view")
     snap = wait_for(root, lambda s: s["frame"] == info["frame"], "the first view")
     for key in ("done", "hasGrad", "gradFirst", "gradSum", "current", "badges", "blocks",
-                "dataPhase", "counter", "sentence"):
+                "dataPhase", "counter", "sentence", "names", "edges", "tags"):
         assert snap[key] == fresh[key], (key, snap[key], fresh[key])
     assert any(state == "alive" for state in snap["blocks"].values()), snap["blocks"]
 

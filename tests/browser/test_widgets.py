@@ -70,6 +70,8 @@ SNAPSHOT_JS = """
     badges,
     tags,
     blocks,
+    names: Object.fromEntries(nodes.map((g) => [g.id, g.getAttribute('aria-label')])),
+    edges: svg ? [...svg.querySelectorAll('g.edge')].map((g) => `${g.id} ${[...g.classList].sort().join(' ')}`) : [],
     phase: phase ? phase.textContent.trim() : null,
     dataPhase: phase ? phase.getAttribute('data-phase') : null,
     sentence: text('.mg-sentence'),

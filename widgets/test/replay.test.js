@@ -13,7 +13,11 @@ import {
   frameEvents,
   phaseEndAfter,
   clampFrame,
+  eventNodes,
+  initialState,
+  applyEvent,
 } from "../src/trace/replay.js";
+import { liveMessages } from "./support-live.js";
 
 const here = fileURLToPath(new URL("./fixtures/", import.meta.url));
 const load = (name) => JSON.parse(readFileSync(here + name + ".json", "utf8"));
@@ -207,35 +211,6 @@ test("checkpoint: a recompute phase inside backward, then backward again, then r
   assert.equal(end.done, true);
 });
 
-// A live stepper's trace grows by "append" messages: one step's events and frames, the blocks
-// met in them, the arenas. The index grows in place by exactly those (extendIndex), and must
-// then equal the index of the whole trace so far, built from nothing.
-function liveMessages(t, cut) {
-  const allocAt = new Map();
-  t.events.forEach((ev, i) => {
-    if (ev.type === "alloc" && !allocAt.has(ev.block)) allocAt.set(ev.block, i);
-  });
-  const blocksUpTo = (last) => t.blocks.filter((b) => (allocAt.has(b.id) ? allocAt.get(b.id) : -1) <= last);
-  const prefix = (k) => ({
-    ...t,
-    events: t.events.slice(0, t.frames[k] + 1),
-    frames: t.frames.slice(0, k + 1),
-    blocks: blocksUpTo(t.frames[k]),
-  });
-  const messages = [];
-  for (let k = cut + 1; k < t.frames.length; k++) {
-    const first = t.frames[k - 1] + 1;
-    const last = t.frames[k];
-    messages.push({
-      events: t.events.slice(first, last + 1),
-      frames: [last],
-      blocks: t.blocks.filter((b) => allocAt.has(b.id) && allocAt.get(b.id) >= first && allocAt.get(b.id) <= last),
-      arenas: t.arenas || [],
-    });
-  }
-  return { prefix, messages };
-}
-
 const indexView = (index) => ({
   blocks: [...index.blocks.keys()].sort(),
   preexisting: [...index.preexisting],
@@ -276,3 +251,26 @@ for (const name of ["chain200", "mlp_step", "pool_step", "checkpoint"]) {
     assert.ok(work[work.length - 1] < t.events.length / 4, `${name}: ${work[work.length - 1]} entries for the last step`);
   });
 }
+
+test("eventNodes names every node whose own state an event changes (what a step restyles)", () => {
+  const golden = fileURLToPath(new URL("../../tests/trace_golden/", import.meta.url));
+  const traces = FIXTURES.map(load);
+  for (const f of readdirSync(golden).filter((f) => f.endsWith(".json"))) traces.push(...JSON.parse(readFileSync(golden + f, "utf8")));
+  let changes = 0;
+  for (const t of traces) {
+    const index = indexTrace(t);
+    const state = initialState(index);
+    const look = (id) => JSON.stringify([state.exists.has(id), state.pending.get(id), state.applied.has(id), state.ready.includes(id), state.grads.get(id)]);
+    for (const ev of index.events) {
+      const before = new Map([...index.nodes.keys()].map((id) => [id, look(id)]));
+      applyEvent(state, ev);
+      const named = eventNodes(ev);
+      for (const [id, was] of before) {
+        if (look(id) === was) continue;
+        changes++;
+        assert.ok(named.has(id), `${t.title}: a "${ev.type}" event changed node ${id} but eventNodes does not name it`);
+      }
+    }
+  }
+  assert.ok(changes > 1000, `only ${changes} node changes checked`);
+});

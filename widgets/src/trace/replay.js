@@ -209,6 +209,38 @@ export function applyEvent(state, ev) {
   return state;
 }
 
+/**
+ * The nodes whose own state (exists, pending, applied, ready, gradient) an event changes, added
+ * to `into`: what a step has to restyle besides the current node. Keep it beside applyEvent:
+ * a new event type changes both (test/replay.test.js checks one against the other). The
+ * state-wide flags (done, consumed, backwardStarted) are not per node: a painter compares them.
+ */
+export function eventNodes(ev, into = new Set()) {
+  switch (ev.type) {
+    case "leaf":
+    case "apply":
+    case "pending":
+    case "ready":
+      into.add(ev.node);
+      break;
+    case "op":
+      into.add(ev.node);
+      if (ev.output) into.add(ev.output);
+      for (const p of ev.pending || []) into.add(p.node);
+      break;
+    case "start":
+      into.add(ev.variable);
+      if (ev.node) into.add(ev.node);
+      break;
+    case "accumulate":
+      into.add(ev.variable);
+      break;
+    default:
+      break; // (memory events, done, consume: no node's own state)
+  }
+  return into;
+}
+
 /** The state after events[0 .. lastEvent], built from nothing. */
 export function foldEvents(traceOrIndex, lastEvent) {
   const index = asIndex(traceOrIndex);

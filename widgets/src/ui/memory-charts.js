@@ -30,12 +30,27 @@ function kindLegend() {
 }
 
 const pct = (x, extent) => `${Math.max(0, Math.min(100, (100 * x) / extent)).toFixed(3)}%`;
+// (unclamped: a block added after the build may lie beyond the extent it was built with)
+const share = (x, extent) => `${((100 * x) / extent).toFixed(3)}%`;
+
+/** Where `value` goes in a list sorted by key: after the entries with a key <= value. */
+function after(list, value, key) {
+  let lo = 0;
+  let hi = list.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >> 1;
+    if (key(list[mid]) <= value) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
+}
 
 export class MemoryStrip {
   constructor() {
     this.el = h("div", { class: "mg-memory", role: "group", "aria-label": "memory" });
     this.blockEls = new Map();
     this.shown = new Map(); // block id -> state shown
+    this.fresh = new Set(); // blocks added since the last paint (grow)
     this.rows = new Map();
     this.index = null;
     this.info = h("div", { class: "mg-block-info", text: INFO_HINT });
@@ -61,7 +76,7 @@ export class MemoryStrip {
   /** Arrow keys move between a row's blocks (by offset), Home / End to its ends. */
   key(e) {
     const el = e.target && e.target.closest ? e.target.closest("[data-block]") : null;
-    const row = el && [...this.rows.values()].find((r) => r.bar === el.parentElement);
+    const row = el && [...this.rows.values()].find((r) => r.layer === el.parentElement);
     if (!row || e.altKey || e.ctrlKey || e.metaKey) return;
     // Live blocks by offset, then the freed ones (in a pool, many freed blocks share the offset
     // of a live one, drawn under it: they come after what is in memory now).
@@ -88,6 +103,8 @@ export class MemoryStrip {
 
   build(index) {
     this.index = index;
+    this.painted = null; // (the next update() paints everything)
+    this.fresh = new Set(); // blocks added since the last paint (grow)
     this.blockEls = new Map();
     this.shown = new Map();
     this.rows = new Map();
@@ -102,50 +119,84 @@ export class MemoryStrip {
       const extent = Math.max(1, index.extent.get(arena.id) || arena.capacity || 1);
       const stats = h("span", { class: "mg-arena-stats" });
       const bar = h("div", { class: "mg-bar", "data-arena": arena.id, role: "group", "aria-label": `${arena.name}: blocks by offset (arrow keys move between them)` });
+      // Blocks sit on the extent the strip was built with (base), in a layer scaled to the
+      // extent now: an arena that grows during a live backward moves one layer, not its blocks.
+      const layer = h("div", { class: "mg-bar-blocks", "data-arena": arena.id, style: { width: "100%" } });
       const hw = h("div", { class: "mg-hw", title: "high-water mark" });
       const used = h("div", { class: "mg-used" });
-      bar.append(used, hw);
-      const axis = h(
-        "div",
-        { class: "mg-axis" },
-        h("span", { text: "0" }),
-        h("span", { text: bytes(Math.round(extent / 2)) }),
-        h("span", { text: bytes(extent) }),
-      );
-      const head = h(
-        "div",
-        { class: "mg-arena-head" },
-        h("strong", { text: arena.name }),
-        h("span", { class: "mg-muted", text: ` (${arena.type}) · capacity ${bytes(arena.capacity)} · ` }),
-        stats,
-      );
+      bar.append(layer, used, hw);
+      const half = h("span", { text: bytes(Math.round(extent / 2)) });
+      const end = h("span", { text: bytes(extent) });
+      const axis = h("div", { class: "mg-axis" }, h("span", { text: "0" }), half, end);
+      const about = h("span", { class: "mg-muted", text: ` (${arena.type}) · capacity ${bytes(arena.capacity)} · ` });
+      const head = h("div", { class: "mg-arena-head" }, h("strong", { text: arena.name }), about, stats);
       const row = h("div", { class: "mg-arena", "data-arena": arena.id }, head, bar, axis);
-      this.rows.set(arena.id, { row, bar, hw, used, stats, extent, arena, text: "", hwAt: "", usedAt: "", order: [], active: null });
+      this.rows.set(arena.id, { row, bar, layer, hw, used, stats, about, half, end, base: extent, extent, arena, text: "", hwAt: "", usedAt: "", order: [], active: null, live: 0 });
       rows.push(row);
     }
-    for (const block of index.blocks.values()) {
-      const row = this.rows.get(block.arena);
-      if (!row) continue;
-      const el = h(
-        "div",
-        {
-          class: `mg-block mg-mem-${block.kind} mg-unalloc`,
-          "data-block": block.id,
-          "data-kind": block.kind,
-          "data-state": "unallocated",
-          role: "img",
-          "aria-roledescription": "memory block",
-          tabindex: "-1",
-          style: { left: pct(block.offset, row.extent), width: pct(block.nbytes, row.extent) },
-        },
-        letter(block.kind),
-      );
-      row.bar.insertBefore(el, row.used);
-      row.order.push(block.id);
-      this.blockEls.set(block.id, el);
-    }
+    for (const block of index.blocks.values()) this.addBlock(block);
     for (const row of this.rows.values()) row.order.sort((a, b) => index.blocks.get(a).offset - index.blocks.get(b).offset);
     this.el.replaceChildren(kindLegend(), ...rows, this.info);
+  }
+
+  /** A block's element, unallocated, on its row's layer (the row's order is sorted after). */
+  addBlock(block) {
+    const row = this.rows.get(block.arena);
+    if (!row) return null;
+    const el = h(
+      "div",
+      {
+        class: `mg-block mg-mem-${block.kind} mg-unalloc`,
+        "data-block": block.id,
+        "data-kind": block.kind,
+        "data-state": "unallocated",
+        role: "img",
+        "aria-roledescription": "memory block",
+        tabindex: "-1",
+        style: { left: share(block.offset, row.base), width: share(block.nbytes, row.base) },
+      },
+      letter(block.kind),
+    );
+    row.layer.append(el);
+    row.order.push(block.id);
+    this.blockEls.set(block.id, el);
+    return row;
+  }
+
+  /**
+   * What a live step added (extendIndex): its new blocks, placed in their rows' offset order,
+   * and the extents now, without drawing the strip again. An arena new or renamed: build.
+   */
+  grow(index, blocks = []) {
+    const known = (a) => this.rows.has(a.id) && this.rows.get(a.id).arena.name === a.name && this.rows.get(a.id).arena.type === a.type;
+    if (this.rows.size === 0 || this.rows.size !== index.arenas.size || ![...index.arenas.values()].every(known)) return this.build(index);
+    this.index = index;
+    for (const block of blocks) {
+      if (this.blockEls.has(block.id)) {
+        // (sent again: placed again, in case it moved)
+        const { style } = this.blockEls.get(block.id);
+        const row = this.rows.get(block.arena);
+        if (row) Object.assign(style, { left: share(block.offset, row.base), width: share(block.nbytes, row.base) });
+      } else {
+        const row = this.addBlock(block);
+        if (!row) continue;
+        row.order.pop();
+        row.order.splice(after(row.order, block.offset, (id) => index.blocks.get(id).offset), 0, block.id);
+      }
+      this.fresh.add(block.id);
+    }
+    for (const row of this.rows.values()) {
+      row.arena = index.arenas.get(row.arena.id);
+      setText(row.about, ` (${row.arena.type}) · capacity ${bytes(row.arena.capacity)} · `);
+      const extent = Math.max(1, index.extent.get(row.arena.id) || row.arena.capacity || 1);
+      if (extent === row.extent) continue;
+      row.extent = extent;
+      row.layer.style.width = share(row.base, extent);
+      setText(row.half, bytes(Math.round(extent / 2)));
+      setText(row.end, bytes(extent));
+      row.hwAt = row.usedAt = ""; // (the marks move with the extent: placed again by paintRow)
+      this.fresh.add(null); // (every row's marks: paint them all next)
+    }
   }
 
   blockText(id, now) {
@@ -153,51 +204,95 @@ export class MemoryStrip {
     return blockName({ kindText: KIND_TEXT[block.kind] || block.kind, owner: block.owner, size: bytes(block.nbytes), offset: bytes(block.offset), state: now });
   }
 
+  /** Every block and row from the state alone: the reference, used for jumps. */
   paint(state) {
-    for (const [id, el] of this.blockEls) {
-      const now = state.blocks.get(id) || "unallocated";
-      if (this.shown.get(id) === now) continue;
-      this.shown.set(id, now);
-      el.dataset.state = now;
-      el.classList.toggle("mg-unalloc", now === "unallocated");
-      el.classList.toggle("mg-freed", now === "freed" || now === "popped");
-      el.setAttribute("aria-label", this.blockText(id, now));
+    for (const id of this.blockEls.keys()) this.paintBlock(id, state);
+    for (const row of this.rows.values()) this.paintRow(row, state);
+    this.visits = { events: 0, blocks: this.blockEls.size, rows: this.rows.size, full: true };
+    this.done(state);
+  }
+
+  /** After a step forward from the state painted last: only the blocks its events allocate,
+   * free or pop, and their rows (else everything, as paint). */
+  update(state) {
+    const was = this.painted;
+    const ahead = was && was.state === state ? state.event - was.event : -1;
+    if (ahead < 0 || ahead > this.blockEls.size + this.rows.size) return this.paint(state);
+    const blocks = new Set(this.fresh);
+    const rows = new Set(this.fresh.has(null) ? this.rows.values() : []);
+    blocks.delete(null);
+    for (let i = was.event + 1; i <= state.event; i++) {
+      const ev = this.index.events[i];
+      if (ev.type === "alloc" || ev.type === "free") blocks.add(ev.block);
+      if (ev.type === "pop") for (const id of ev.blocks || []) blocks.add(id);
+      if (ev.arena != null && this.rows.has(ev.arena)) rows.add(this.rows.get(ev.arena));
     }
-    for (const row of this.rows.values()) {
-      // The Tab stop stays on a block that is drawn (an unallocated one is not).
-      const drawn = (id) => id && this.shown.get(id) && this.shown.get(id) !== "unallocated";
-      const alive = (id) => this.shown.get(id) === "alive";
-      if (!drawn(row.active)) this.setActive(row, row.order.find(alive) ?? row.order.find(drawn) ?? null);
+    for (const id of blocks) {
+      if (!this.blockEls.has(id)) continue;
+      this.paintBlock(id, state);
+      rows.add(this.rows.get(this.index.blocks.get(id).arena));
     }
+    for (const row of rows) this.paintRow(row, state);
+    this.visits = { events: ahead, blocks: blocks.size, rows: rows.size, full: false };
+    this.done(state);
+  }
+
+  done(state) {
+    this.painted = { state, event: state.event };
+    this.fresh = new Set();
     const focused = this.focused();
     if (focused) this.describe(focused);
-    for (const [id, row] of this.rows) {
-      let live = 0;
-      let top = 0;
-      for (const block of this.index.blocks.values()) {
-        if (block.arena !== id || state.blocks.get(block.id) !== "alive") continue;
-        live += block.nbytes;
-        top = Math.max(top, block.offset + block.nbytes);
-      }
-      const reported = state.arenas.get(id);
-      const used = reported ? reported.used : row.arena.type === "pool" ? live : top;
-      const high = reported ? reported.high_water : used;
-      const text = `used ${bytes(used)} · high-water ${bytes(high)} · live blocks ${bytes(live)}`;
-      if (text !== row.text) {
-        row.text = text;
-        setText(row.stats, text);
-      }
-      const hwAt = pct(high, row.extent);
-      if (hwAt !== row.hwAt) {
-        row.hwAt = hwAt;
-        row.hw.style.left = hwAt;
-      }
-      const usedAt = pct(used, row.extent);
-      if (usedAt !== row.usedAt) {
-        row.usedAt = usedAt;
-        row.used.style.width = usedAt;
-      }
+  }
+
+  /** A block's state, class and name; its row's live bytes follow what the blocks show. */
+  paintBlock(id, state) {
+    const now = state.blocks.get(id) || "unallocated";
+    const before = this.shown.get(id);
+    if (before === now) return;
+    const block = this.index.blocks.get(id);
+    const row = this.rows.get(block.arena);
+    row.live += (now === "alive" ? block.nbytes : 0) - (before === "alive" ? block.nbytes : 0);
+    this.shown.set(id, now);
+    const el = this.blockEls.get(id);
+    el.dataset.state = now;
+    el.classList.toggle("mg-unalloc", now === "unallocated");
+    el.classList.toggle("mg-freed", now === "freed" || now === "popped");
+    el.setAttribute("aria-label", this.blockText(id, now));
+  }
+
+  paintRow(row, state) {
+    // The Tab stop stays on a block that is drawn (an unallocated one is not).
+    const drawn = (id) => id && this.shown.get(id) && this.shown.get(id) !== "unallocated";
+    const alive = (id) => this.shown.get(id) === "alive";
+    if (!drawn(row.active)) this.setActive(row, row.order.find(alive) ?? row.order.find(drawn) ?? null);
+    const reported = state.arenas.get(row.arena.id);
+    const used = reported ? reported.used : row.arena.type === "pool" ? row.live : this.top(row);
+    const high = reported ? reported.high_water : used;
+    const text = `used ${bytes(used)} · high-water ${bytes(high)} · live blocks ${bytes(row.live)}`;
+    if (text !== row.text) {
+      row.text = text;
+      setText(row.stats, text);
     }
+    const hwAt = pct(high, row.extent);
+    if (hwAt !== row.hwAt) {
+      row.hwAt = hwAt;
+      row.hw.style.left = hwAt;
+    }
+    const usedAt = pct(used, row.extent);
+    if (usedAt !== row.usedAt) {
+      row.usedAt = usedAt;
+      row.used.style.width = usedAt;
+    }
+  }
+
+  /** The end of the highest live block of an arena no event has reported on yet. */
+  top(row) {
+    let top = 0;
+    for (const id of row.order) {
+      const block = this.index.blocks.get(id);
+      if (this.shown.get(id) === "alive") top = Math.max(top, block.offset + block.nbytes);
+    }
+    return top;
   }
 }
 

@@ -1,8 +1,15 @@
 // Restyling the laid-out graph for one replay state. Every node and edge keeps what it shows
 // now (a bit mask of classes and its badge text); paint() computes what it should show and
 // writes to the DOM only where the two differ. Nothing is searched for in the SVG.
+//
+// paint() looks at every node, box and edge: the plain reference, used for jumps. update()
+// after a step forward looks only at what the step's events name (trace/replay.js eventNodes),
+// the node the step before was about and the gradients it wrote, their edges and their boxes,
+// so a step costs what it changed; test/paint.test.js checks that both leave the same picture
+// after every step.
 import { tagValues, values } from "../text/format.js";
-import { boxProgress, progressText } from "../trace/scope-boxes.js";
+import { eventNodes } from "../trace/replay.js";
+import { BoxTally, boxProgress, progressText } from "../trace/scope-boxes.js";
 import { nodeName } from "./a11y.js";
 
 const NODE_CLASSES = [
@@ -43,22 +50,21 @@ export class StepPainter {
   bind(index, fold = this.fold) {
     this.index = index;
     this.fold = fold;
-    this.boxItems = [];
+    this.boxItems = new Map();
     for (const [id, box] of (fold && fold.boxes) || []) {
       const record = this.canvas.nodes.get(id);
-      if (record) this.boxItems.push({ id, box, record, flags: record.flags || 0, badge: record.badgeShown ?? null, tag: record.tagShown ?? null });
+      if (record) this.boxItems.set(id, { id, box, record, flags: record.flags || 0, badge: record.badgeShown ?? null, tag: record.tagShown ?? null });
     }
-    this.items = [];
+    this.tally = new BoxTally((fold && fold.boxes) || new Map(), index);
+    this.items = new Map();
     for (const [id, node] of index.nodes) {
       const record = this.canvas.nodes.get(id);
-      if (!record) continue;
-      this.items.push({ id, node, record, flags: record.flags || 0, badge: record.badgeShown ?? null, tag: record.tagShown ?? null });
+      if (record) this.items.set(id, { id, node, record, flags: record.flags || 0, badge: record.badgeShown ?? null, tag: record.tagShown ?? null });
     }
     this.edgeItems = [];
-    index.edges.forEach((e, k) => {
-      const g = this.canvas.edges[k];
-      if (g) this.edgeItems.push({ e, g, flags: g.__mgFlags || 0 });
-    });
+    this.edgesAt = edgesByNode(index, this.canvas.edges, this.edgeItems);
+    this.painted = null; // what the last paint showed: the next update() paints all of it
+    this.visits = { events: 0, nodes: 0, boxes: 0, edges: 0, full: false }; // (the last paint's work)
   }
 
   /** Write a node's (or box's) classes, badge and tag where they differ from what it shows,
@@ -115,61 +121,132 @@ export class StepPainter {
     }
   }
 
-  /** touched: ids of variables that received a gradient in this step. */
+  /** Everything, from the state alone (touched: the variables written in this step). */
   paint(state, touched = new Set()) {
-    const { exists, applied, grads, pending } = state;
     const ready = new Set(state.ready);
-    const current = state.current;
-    for (const item of this.items) {
-      const { id, node, record } = item;
-      const alive = exists.has(id);
-      let flags = alive ? 0 : N["mg-future"];
-      if (id === current) flags |= N["mg-current"];
-      let badge = null;
-      let tag = null;
-      if (node.type === "op") {
-        if (applied.has(id)) flags |= N["mg-done"];
-        else if (ready.has(id)) flags |= N["mg-ready"];
-        if (alive && record.badge) {
-          const count = pending.get(id);
-          badge = count === undefined ? String(node.pending_count) : String(count);
-        }
-      } else {
-        const g = grads.get(id);
-        if (g) {
-          flags |= N["mg-has-grad"] | (g.first ? N["mg-grad-first"] : N["mg-grad-sum"]);
-          if (state.done && node.role !== "param") flags |= N["mg-grad-dropped"];
-          if (touched.has(id)) flags |= N["mg-grad-new"];
-          if (record.tag) tag = (g.first ? "= " : "+= ") + tagValues(g.values, node.size);
-        }
-      }
-      this.show(item, flags, badge, tag, node.type === "op" ? null : grads.get(id));
+    for (const item of this.items.values()) this.paintNode(item, state, ready, touched);
+    for (const item of this.boxItems.values()) this.paintBox(item, state, boxProgress(item.box, state, this.index));
+    for (const item of this.edgeItems) this.paintEdge(item, state);
+    this.tally.recount(state);
+    this.visits = { events: 0, nodes: this.items.size, boxes: this.boxItems.size, edges: this.edgeItems.length, full: true };
+    this.done(state, touched);
+  }
+
+  /**
+   * The state after a step: only what its events changed when the state moved forward from
+   * the one painted last, else (a jump back, a new state, a flag that every node or saved edge
+   * shows: backward started or done, the graph consumed) everything.
+   */
+  update(state, touched = new Set()) {
+    const was = this.painted;
+    const ahead = was && was.state === state ? state.event - was.event : -1;
+    const same = was && was.done === state.done && was.consumed === state.consumed && was.backwardStarted === state.backwardStarted;
+    // (a jump over more events than the graph has nodes and edges: a full paint costs less)
+    if (ahead < 0 || !same || ahead > this.index.nodes.size + this.index.edges.length) return this.paint(state, touched);
+    const ids = new Set([was.current, state.current, ...was.touched, ...touched]);
+    for (let i = was.event + 1; i <= state.event; i++) eventNodes(this.index.events[i], ids);
+    ids.delete(null);
+    const ready = { has: (id) => state.ready.includes(id) };
+    const boxes = new Set();
+    let edges = 0;
+    for (const id of ids) {
+      const item = this.items.get(id);
+      if (item) this.paintNode(item, state, ready, touched);
+      for (const edge of this.edgesAt.get(id) || []) this.paintEdge(edge, state);
+      edges += (this.edgesAt.get(id) || []).length;
+      this.tally.touch(id, state, boxes, ready);
     }
-    for (const item of this.boxItems) {
-      const p = boxProgress(item.box, state, this.index);
-      let flags = p.exists ? 0 : N["mg-future"];
-      if (p.current) flags |= N["mg-current"];
-      if (p.done) flags |= N["mg-done"];
-      else if (p.ready) flags |= N["mg-ready"];
-      const badge = state.backwardStarted && p.pending > 0 && !p.done ? String(p.pending) : null;
-      const tag = progressText(p, state.backwardStarted) || null;
-      this.show(item, flags, badge, tag);
+    for (const id of boxes) {
+      const item = this.boxItems.get(id);
+      if (item) this.paintBox(item, state, this.tally.progress(id, state));
     }
-    for (const item of this.edgeItems) {
-      const { e, g } = item;
-      let flags = exists.has(e.source) && exists.has(e.target) ? 0 : E["mg-future"];
-      if (e.kind === "parent" && e.target === current) flags |= E["mg-flow"];
-      if (e.kind === "saved") {
-        if (e.target === current) flags |= E["mg-using"];
-        else if (applied.has(e.target) || state.consumed) flags |= E["mg-released"];
-      }
-      if (flags !== item.flags) {
-        toggle(g, EDGE_CLASSES, item.flags, flags);
-        item.flags = g.__mgFlags = flags;
-      }
-    }
-    // The graph's Tab stop is the step's node (or its closed box) until the keyboard moves it.
+    this.visits = { events: ahead, nodes: ids.size, boxes: boxes.size, edges, full: false };
+    this.done(state, touched);
+  }
+
+  /** Remember what was painted, and give the graph's Tab stop to the step's node (or its
+   * closed box) until the keyboard moves it. */
+  done(state, touched) {
+    const { event, current, done, consumed, backwardStarted } = state;
+    this.painted = { state, event, current, done, consumed, backwardStarted, touched: [...touched] };
     const shownAs = current && ((this.fold && this.fold.boxOf && this.fold.boxOf.get(current)) || current);
     if (shownAs) this.canvas.follow(shownAs);
   }
+
+  paintNode(item, state, ready, touched) {
+    const { exists, applied, grads, pending } = state;
+    const { id, node, record } = item;
+    const alive = exists.has(id);
+    let flags = alive ? 0 : N["mg-future"];
+    if (id === state.current) flags |= N["mg-current"];
+    let badge = null;
+    let tag = null;
+    if (node.type === "op") {
+      if (applied.has(id)) flags |= N["mg-done"];
+      else if (ready.has(id)) flags |= N["mg-ready"];
+      if (alive && record.badge) {
+        const count = pending.get(id);
+        badge = count === undefined ? String(node.pending_count) : String(count);
+      }
+    } else {
+      const g = grads.get(id);
+      if (g) {
+        flags |= N["mg-has-grad"] | (g.first ? N["mg-grad-first"] : N["mg-grad-sum"]);
+        if (state.done && node.role !== "param") flags |= N["mg-grad-dropped"];
+        if (touched.has(id)) flags |= N["mg-grad-new"];
+        if (record.tag) tag = (g.first ? "= " : "+= ") + tagValues(g.values, node.size);
+      }
+    }
+    this.show(item, flags, badge, tag, node.type === "op" ? null : grads.get(id));
+  }
+
+  paintBox(item, state, p) {
+    let flags = p.exists ? 0 : N["mg-future"];
+    if (p.current) flags |= N["mg-current"];
+    if (p.done) flags |= N["mg-done"];
+    else if (p.ready) flags |= N["mg-ready"];
+    const badge = state.backwardStarted && p.pending > 0 && !p.done ? String(p.pending) : null;
+    const tag = progressText(p, state.backwardStarted) || null;
+    this.show(item, flags, badge, tag);
+  }
+
+  paintEdge(item, state) {
+    const { e, g } = item;
+    const { exists, applied, current } = state;
+    let flags = exists.has(e.source) && exists.has(e.target) ? 0 : E["mg-future"];
+    if (e.kind === "parent" && e.target === current) flags |= E["mg-flow"];
+    if (e.kind === "saved") {
+      if (e.target === current) flags |= E["mg-using"];
+      else if (applied.has(e.target) || state.consumed) flags |= E["mg-released"];
+    }
+    if (flags !== item.flags) {
+      toggle(g, EDGE_CLASSES, item.flags, flags);
+      item.flags = g.__mgFlags = flags;
+    }
+  }
 }
+
+/**
+ * The drawn edges whose look a node's change can change, by node: an edge's look depends on
+ * whether both ends exist and on its target (current, applied), so it is listed under its
+ * target, and under its source too when the source is created after the target (no
+ * writer does that today; a trace that did would still be painted right).
+ */
+function edgesByNode(index, drawn, items) {
+  const born = new Map(); // node id -> the event that created it
+  index.events.forEach((ev, i) => {
+    if (ev.type === "leaf" || ev.type === "op") for (const id of [ev.node, ev.output]) if (id && !born.has(id)) born.set(id, i);
+  });
+  const at = new Map();
+  index.edges.forEach((e, k) => {
+    const g = drawn[k];
+    if (!g) return;
+    const item = { e, g, flags: g.__mgFlags || 0 };
+    items.push(item);
+    listed(at, e.target, item);
+    if (!(born.get(e.source) <= born.get(e.target))) listed(at, e.source, item);
+  });
+  return at;
+}
+
+const listed = (map, key, value) => (map.has(key) ? map.get(key).push(value) : map.set(key, [value]));

@@ -1,7 +1,7 @@
 // BackwardStepper: step through forward and backward one frame at a time (anywidget AFM).
 //
 // The picture is laid out once per DOT; a step folds the trace to the new frame (trace/replay.js) and
-// restyles only what changed (ui/paint.js, ui/memory-charts.js). `frame` is synced both ways; past the last
+// restyles only what the step changed (ui/paint.js, ui/memory-charts.js). `frame` is synced both ways; past the last
 // recorded frame, while `live`, the kernel is asked to run the real engine ("advance",
 // "finish") and answers with an "append" message.
 import { h, setText } from "../ui/dom.js";
@@ -206,7 +206,7 @@ class Stepper extends Player {
       const { entries, preexistingChanged, stripChanged } = extendIndex(this.index, added);
       this.el.dataset.indexedEntries = String(entries);
       this.replayer.extend(this.index, { preexistingChanged });
-      if (stripChanged) this.memory.build(this.index);
+      if (stripChanged) this.memory.grow(this.index, added.blocks); // (new blocks only)
     }
     this.settle();
     const k = this.wanted !== null ? this.wanted : this.shown;
@@ -249,8 +249,13 @@ class Stepper extends Player {
     if (frame === this.shown && !force) return;
     this.shown = frame;
     this.state = this.replayer.seek(frame);
-    if (this.painter) this.painter.paint(this.state, this.touched(frame));
-    this.memory.paint(this.state);
+    // (a step forward restyles what its events changed; a jump, everything: ui/paint.js)
+    if (this.painter) {
+      this.painter.update(this.state, this.touched(frame));
+      const v = this.painter.visits;
+      this.el.dataset.paintVisits = v.full ? "all" : String(v.nodes + v.boxes + v.edges);
+    }
+    this.memory.update(this.state);
     this.update();
     this.el.dataset.lastStepMs = (now() - t).toFixed(2);
     this.el.dataset.frame = String(frame);
@@ -331,7 +336,11 @@ class Stepper extends Player {
     const id = this.hovered || this.pinned || this.state.current;
     if (id && id.startsWith(BOX) && this.fold.boxes.has(id)) {
       const box = this.fold.boxes.get(id);
-      renderScope(this.inspector, { box, state: this.state, index: this.index, progress: boxProgress(box, this.state, this.index), onPick: (picked) => this.pick(picked) });
+      // (the painter's running counts when they are of this state: no walk over the members)
+      const p = this.painter;
+      const counted = p && p.fold === this.fold && p.painted && p.painted.state === this.state && p.painted.event === this.state.event;
+      const progress = counted ? p.tally.progress(id, this.state) : boxProgress(box, this.state, this.index);
+      renderScope(this.inspector, { box, state: this.state, index: this.index, progress, onPick: (picked) => this.pick(picked) });
       return;
     }
     const inBox = id && this.fold.boxOf.get(id);

@@ -22,9 +22,17 @@ export function renderGraphView({ model, el, host }) {
   const inspector = h("div", { class: "mg-inspector", "aria-live": "polite" });
   const root = h("div", { class: "mg-root mg-graphview" });
 
+  // The boxes' tables, made once per folding (a hover must not walk every box's members).
+  let folded = { folding: undefined, fold: null };
+  const foldNow = () => {
+    const { folding } = drawing.now();
+    if (folded.folding !== folding) folded = { folding, fold: indexFolding(folding) };
+    return folded.fold;
+  };
+
   const inspect = () => {
     const id = hovered || pinned;
-    const fold = indexFolding(drawing.now().folding);
+    const fold = foldNow();
     if (id && id.startsWith(BOX) && fold.boxes.has(id)) {
       renderScope(inspector, { box: fold.boxes.get(id), state: null, index });
       return;
@@ -59,7 +67,7 @@ export function renderGraphView({ model, el, host }) {
       revealed = true;
       const output = [...index.nodes.values()].find((n) => n.role === "output");
       if (!output) return;
-      const fold = indexFolding(drawing.now().folding);
+      const fold = foldNow();
       canvas.el.scrollLeft = canvas.el.scrollWidth;
       canvas.reveal(fold.boxOf.get(output.id) || output.id);
     },
@@ -81,8 +89,8 @@ export function renderGraphView({ model, el, host }) {
   applyOptions();
 
   const redraw = (force = false) => {
-    const { dot, folding } = drawing.now();
-    const fold = indexFolding(folding);
+    const { dot } = drawing.now();
+    const fold = foldNow();
     return pane.show({ dot, message: model.get("message"), index, force, nodeCount: fold.visible || null, folded: fold.boxes.size > 0 });
   };
   model.on("change:dot", () => redraw());

@@ -80,7 +80,7 @@ export function renderMemoryView({ model, el }) {
     const frame = clampFrame(index, k);
     shown = frame;
     const state = replayer.seek(frame);
-    strip.paint(state);
+    strip.update(state); // (a step forward: only the blocks it changed)
     timeline.setFrame(frame);
     slider.max = String(Math.max(0, index.frames.length - 1));
     slider.value = String(Math.max(0, frame));
