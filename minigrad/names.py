@@ -53,8 +53,17 @@ def _unprintable(name: str, where: str, i: int, c: str) -> NameValueError:
 
 
 def shape_text(shape) -> str:
-    """A shape as traces and drawings write it beside a name: "3x2", or "scalar" for ()."""
+    """A shape as traces and drawings write it beside a name: "3x2", "(5,)" for a vector (its
+    length alone, "5", reads as a value; numpy writes it so), or "scalar" for ()."""
+    if len(shape) == 1:
+        return f"({shape[0]},)"
     return "x".join(str(n) for n in shape) or "scalar"
 
 
-__all__ = ["check_name", "shape_text", "NameTypeError", "NameValueError"]
+def shape_in_parens(shape) -> str:
+    """shape_text in parentheses, as a sentence puts it after a name: "W (3x2)", "b (5,)"."""
+    text = shape_text(shape)
+    return text if len(shape) == 1 else f"({text})"
+
+
+__all__ = ["check_name", "shape_text", "shape_in_parens", "NameTypeError", "NameValueError"]

@@ -65,7 +65,7 @@ def test_misuse_a_name_set_by_attribute_is_refused_when_it_enters_a_trace(bad, e
     x = mg.create_leaf([1.0, 2.0], requires_grad=True, name="x")
     y = x * 2.0
     y.name = bad   # (an attribute: checked where the name is read, by the trace)
-    with pytest.raises(error, match=r"the name of a Variable of shape 2 \(v\.name = \.\.\.\)"):
+    with pytest.raises(error, match=r"the name of a Variable of shape \(2,\) \(v\.name = \.\.\.\)"):
         mg.trace_of(y.sum())
     with pytest.raises(error):
         GraphView(y.sum())

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..names import check_name, shape_text
+from ..names import check_name, shape_in_parens, shape_text
 from .events import EventLog, json_shape, values
 
 
@@ -127,11 +127,11 @@ def label_of(v, name: str | None) -> str:
 
 
 def sentence_name(v) -> str:
-    """A Variable as the trace's sentences name it, e.g. "W (3x2)" or "tanh output (4x2)" (the
-    documents keep this short form; error messages use eager.guards.describe)."""
-    shape = shape_text(v._data.shape)
+    """A Variable as the trace's sentences name it, e.g. "W (3x2)", "tanh output (4x2)" or
+    "b (5,)" (the documents keep this short form; error messages use eager.guards.describe)."""
+    shape = shape_in_parens(v._data.shape)
     if v.name:
-        return f"{v.name} ({shape})"
+        return f"{v.name} {shape}"
     if v.grad_fn is not None:
-        return f"{v.grad_fn.name} output ({shape})"
-    return f"data ({shape})"
+        return f"{v.grad_fn.name} output {shape}"
+    return f"data {shape}"

@@ -46,11 +46,6 @@ def multiline_label(*parts: str) -> str:
     return graphviz.nohtml("\\n".join(_text(p) for p in parts if p))
 
 
-def _shape(shape: list) -> str:
-    # (a vector's length alone, "2", reads as a value under a name: numpy writes it "(2,)")
-    return f"({shape[0]},)" if len(shape) == 1 else shape_text(shape)
-
-
 FRAME_STYLE = {"class": "scope-frame", "style": "rounded,dashed", "color": "#9ca3af",
                "fontsize": "10", "fontname": "Helvetica", "labeljust": "l"}
 
@@ -92,7 +87,7 @@ def to_dot(trace: dict, *, show_saved: bool = True, fold: dict | None = None) ->
             continue
         if node["type"] == "variable":
             style = STYLE[node["role"]]
-            label = multiline_label(node["label"], _shape(node["shape"]))
+            label = multiline_label(node["label"], shape_text(node["shape"]))
             css = f"var {node['role']}"
         else:
             style, label, css = STYLE["op"], multiline_label(node["label"]), "op"

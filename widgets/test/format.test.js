@@ -1,7 +1,7 @@
 // Short text on the pictures (src/text/format.js): tags and names that cannot be misread.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { tagValues, middleEllipsis, shapeText } from "../src/text/format.js";
+import { tagValues, middleEllipsis, shapeText, shapeInParens } from "../src/text/format.js";
 
 test("a vector's gradient tag is bracketed, a scalar's is its value", () => {
   assert.equal(tagValues([1, 1, 1], 3), "[1, …]");
@@ -22,4 +22,8 @@ test("a shape is written as Python's drawings write it: \"x\" between sizes, a v
   assert.equal(shapeText([3, 2]), "3x2");
   assert.equal(shapeText([2, 3, 4]), "2x3x4");
   assert.equal(shapeText([]), "scalar");
+  // after a name, as the trace's sentences write it (Python's names.shape_in_parens)
+  assert.equal(shapeInParens([5]), "(5,)");
+  assert.equal(shapeInParens([3, 2]), "(3x2)");
+  assert.equal(shapeInParens([]), "(scalar)");
 });

@@ -44,6 +44,11 @@ export function shapeText(dims) {
   return dims && dims.length ? dims.join("x") : "scalar";
 }
 
+/** shapeText in parentheses after a name, as Python's traces write it: "W (3x2)", "b (5,)". */
+export function shapeInParens(dims) {
+  return dims && dims.length === 1 ? shapeText(dims) : `(${shapeText(dims)})`;
+}
+
 export function bytes(n) {
   if (n === null || n === undefined || !Number.isFinite(n)) return "?";
   if (n < 1024) return `${n} B`;

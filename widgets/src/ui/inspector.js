@@ -1,6 +1,6 @@
 // What the inspector says about one node: values, gradients, parents vs saved tensors.
 import { h } from "./dom.js";
-import { values, shapeText, bytes } from "../text/format.js";
+import { values, shapeText, shapeInParens, bytes } from "../text/format.js";
 
 const relationsCache = new WeakMap();
 
@@ -48,7 +48,7 @@ function nodeList(index, ids, onPick) {
     if (seen.has(id)) continue;
     seen.add(id);
     const node = index.nodes.get(id);
-    const text = node ? (node.type === "op" ? node.label : `${node.label} (${shapeText(node.shape)})`) : id;
+    const text = node ? (node.type === "op" ? node.label : `${node.label} ${shapeInParens(node.shape)}`) : id;
     ul.append(h("li", null, pickButton(id, text, onPick)));
   }
   return ul;
