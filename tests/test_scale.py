@@ -137,6 +137,27 @@ def test_trace_of_keeps_a_bounded_number_of_bytes_per_op():
     assert per_op[2000] <= 1.15 * per_op[500] and per_op[2000] < 8_000, per_op
 
 
+def test_a_dropped_trace_is_freed_at_once_not_left_to_the_cyclic_collector():
+    # A trace is ~15 containers per op. Held in a reference cycle (a recorder listing itself
+    # among the recorders its hooks go to), a dropped one waited for a full collection, which
+    # had to rescan all of it; without the cycle, dropping the document frees it.
+    import gc
+    loss = chain(300)
+    gc.collect()
+    was_enabled = gc.isenabled()
+    gc.disable()   # (nothing may be freed here but by reference counting)
+    try:
+        before = len(gc.get_objects())
+        doc = mg.trace_of(loss)
+        made = len(gc.get_objects()) - before
+        del doc
+        left = len(gc.get_objects()) - before
+    finally:
+        if was_enabled:
+            gc.enable()
+    assert made > 10 * 300 and left <= 5, (made, left)
+
+
 def tape_chain(n_instrs: int):
     tape = mg.tape.Tape()
     x = tape.var(0.5)
@@ -200,6 +221,57 @@ def test_kept_tape_steps_make_few_containers_for_the_cyclic_collector():
     # (the last op is h * x: h read once, x by the n/2 muls and the first sin, one read undone)
     assert steps[0].uses == ((n - 1, 0), (0, n // 2)) and steps[0].freed == ()
     assert steps[-1].grad_writes == ((0, pytest.approx(x.grad)),)
+
+
+def collections_during(run) -> dict:
+    """{generation: how many collections the cyclic collector ran} while run() ran."""
+    import gc
+    ran = {}
+
+    def count(phase, info):
+        if phase == "start":
+            ran[info["generation"]] = ran.get(info["generation"], 0) + 1
+    gc.collect()   # (the collector's counts start from zero: the same schedule every time)
+    gc.callbacks.append(count)
+    try:
+        run()
+    finally:
+        gc.callbacks.remove(count)
+    return ran
+
+
+def test_reading_a_tapes_instrs_runs_one_young_collection_not_one_per_700_instrs():
+    # The Instr list is built when first read: two containers per instruction and no cycle, so
+    # the collector waits until it is built (one young collection after it, over what it made).
+    # Run as usual it would collect n / 350 times, and after each ten of those look at the
+    # older generations too, the whole heap among them.
+    n = 20000
+    tape, x, y = tape_chain(n)
+    ran = collections_during(lambda: tape.instrs)
+    assert len(tape.instrs) == n
+    assert sum(ran.values()) <= 1 and ran.get(2, 0) == 0, ran
+
+
+def test_a_kept_walk_over_built_instrs_makes_one_container_per_step():
+    import gc
+    n = 20000
+    tape, x, y = tape_chain(n)
+    tape.instrs   # (built: what the walk itself makes is counted below)
+    gc.collect()
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        made_before = gc.get_count()[0]
+        steps = list(tape.backward_steps(y, retain=True))
+        made = gc.get_count()[0] - made_before
+    finally:
+        if was_enabled:
+            gc.enable()
+    assert len(steps) == n and made / n <= 1.05, made / n   # each TapeStep
+    # 20,000 kept steps then cost the collector no full collection (a rescan of the heap)
+    tape, x, y = tape_chain(n)
+    ran = collections_during(lambda: list(tape.backward_steps(y, retain=True)))
+    assert ran.get(2, 0) == 0 and ran.get(1, 0) <= 4, ran
 
 
 def scoped_blocks(n_blocks: int):
