@@ -3,13 +3,15 @@
 A part that is linear in the size of its work costs about 4x at 4n; n log n a little more. Each
 case prints
 
-    scale <what>: n=… t=…ms 4n=… t=…ms ratio=… (target ≤ 4.5)
+    scale <what>: n=… t=…ms 4n=… t=…ms ratio=… (target ≤ 4.5; per-round quartiles …–…; …)
 
-with t the median of a few repeats of the CPU time this process spent (time.process_time: on a
-shared machine the wall clock also counts other people's work), the n and 4n runs interleaved.
-n is chosen so the small run takes at least about 50 ms; the ratio, not the time, is the
-figure. Tests pin the algorithms themselves (nodes visited,
-bytes kept per step: tests/test_scale.py); this file shows what a user waits for.
+with t the median over rounds of the CPU time of the run (rounds.clock: on a shared machine the
+wall clock also counts other people's work). The runs at n and 4n take turns in rounds
+(rounds.py), and `ratio` is the median of the per-round ratios, each taken between two runs that
+met the same load; the quartiles are the spread to expect from a run again. n is chosen so the
+small run takes at least about 50 ms; the ratio, not the time, is the figure. Tests pin the
+algorithms themselves (nodes visited, bytes kept per step: tests/test_scale.py); this file shows
+what a user waits for.
 
     python benchmarks/scale.py            # every case
     python benchmarks/scale.py trace_of   # the cases whose name contains "trace_of"
@@ -20,9 +22,9 @@ alive and comes when the heap has grown by a quarter, so 4x the objects can brin
 collections where n brought 1, and a bigger heap misses the caches more. Each line also gives
 the ratio with the collector paused (measured in the same rounds): the part's own algorithm.
 
-Adding a case: write `def build(n) -> run` (untimed setup; `run()` is the timed work, called
-once per repeat, so it sets up again whatever it consumes outside the timer via `prepare`) and
-list it in CASES with its n and target.
+Adding a case: write `prepare(n) -> state` (untimed setup, made again for every run: a run may
+consume it) and `run(state)` (the timed work; what it returns is freed after the clock), and
+list them in CASES with n and the target.
 """
 from __future__ import annotations
 
@@ -34,7 +36,6 @@ for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
 import gc  # noqa: E402
 import statistics  # noqa: E402
 import sys  # noqa: E402
-import time  # noqa: E402
 from typing import Callable, NamedTuple  # noqa: E402
 
 import numpy as np  # noqa: E402
@@ -43,6 +44,7 @@ import minigrad as mg  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))   # (run from anywhere)
 import scale_aot  # noqa: E402
+from rounds import clock, interleave, quartiles  # noqa: E402
 
 
 class Case(NamedTuple):
@@ -51,7 +53,7 @@ class Case(NamedTuple):
     run: Callable                      # state -> None (timed)
     n: int
     target: float = 4.5                # 5.0 where n log n is the honest bound
-    repeats: int = 5
+    rounds: int = 7
 
 
 # -- graphs -------------------------------------------------------------------------------------
@@ -115,10 +117,11 @@ def _step_through(stepper) -> None:
         stepper.step()
 
 
-def _tape_steps(state) -> None:
+def _tape_steps(state) -> list:
     tape, out = state
     kept = list(tape.backward_steps(out, retain=True))
     assert kept
+    return kept
 
 
 def _click_state(n_blocks: int):
@@ -146,7 +149,7 @@ CASES = [
     Case("pending scheduler, unused consumers (backward)", chain_with_unused_consumers, _pending,
          n=16000, target=5.0),
     Case("stepper.step() through a whole backward (live)", _stepper, _step_through, n=400,
-         repeats=3),
+         rounds=5),
     Case("trace_of(chain)", chain, mg.trace_of, n=2000),
     Case("Tape.backward_steps() kept (list of steps)", tape_chain, _tape_steps, n=12000),
     Case("box clicks (20, kernel side)", _click_state, _clicks, n=100),
@@ -154,25 +157,29 @@ CASES = [
 ]
 # The ahead-of-time steps (derive, both memory plans, the Executor build) on an MLP of n layers:
 # their cases live in scale_aot.py, beside the workload, and run here too.
-CASES += [Case(what, prepare, run, n=800, repeats=3) for what, prepare, run in scale_aot.CASES]
+CASES += [Case(what, prepare, run, n=800, rounds=5) for what, prepare, run in scale_aot.CASES]
 
 
 def measure(case: Case) -> dict:
-    """Median CPU seconds of case.run at n and at 4n, with Python's cyclic collector running
-    and paused: {(n, gc_on): seconds}, every size and setting interleaved in each round."""
-    times: dict[tuple, list] = {(n, on): [] for n in (case.n, 4 * case.n) for on in (True, False)}
-    for _ in range(case.repeats):
-        for n, gc_on in times:
+    """CPU seconds of case.run at n and at 4n, with Python's cyclic collector running and
+    paused: {(n, gc_on): [one time per round]}. The four runs take turns in rounds (rounds.py:
+    the order turns by one each round), so that a ratio is taken between runs that met the
+    same load on the machine."""
+    def run(n: int, gc_on: bool):
+        def timed_run() -> float:
             state = case.prepare(n)
             gc.collect()
             if not gc_on:
                 gc.disable()
-            start = time.process_time()
+            start = clock()
             result = case.run(state)
-            times[n, gc_on].append(time.process_time() - start)
+            seconds = clock() - start
             gc.enable()
             del state, result   # (freed after the clock: a caller keeps what it asked for)
-    return {key: statistics.median(seconds) for key, seconds in times.items()}
+            return seconds
+        return timed_run
+    return interleave({(n, on): run(n, on) for n in (case.n, 4 * case.n) for on in (True, False)},
+                      rounds=case.rounds)
 
 
 def main(argv: list[str]) -> int:
@@ -181,12 +188,13 @@ def main(argv: list[str]) -> int:
     over = 0
     for case in chosen:
         t = measure(case)
-        small, big = t[case.n, True], t[4 * case.n, True]
-        ratio, paused = big / small, t[4 * case.n, False] / t[case.n, False]
+        small, big = (statistics.median(t[k, True]) for k in (case.n, 4 * case.n))
+        q1, ratio, q3 = quartiles([b / a for a, b in zip(t[case.n, True], t[4 * case.n, True])])
+        paused = statistics.median(b / a for a, b in zip(t[case.n, False], t[4 * case.n, False]))
         over += ratio > case.target
         print(f"scale {case.what}: n={case.n} t={small * 1e3:.1f}ms 4n={4 * case.n} "
-              f"t={big * 1e3:.1f}ms ratio={ratio:.2f} (target ≤ {case.target:g}; "
-              f"cyclic gc paused: ratio={paused:.2f})", flush=True)
+              f"t={big * 1e3:.1f}ms ratio={ratio:.2f} (target ≤ {case.target:g}; per-round "
+              f"quartiles {q1:.2f}–{q3:.2f}; cyclic gc paused: ratio={paused:.2f})", flush=True)
     return 1 if over else 0
 
 
