@@ -6,6 +6,7 @@ to a small multiple of the size of the work.
 """
 from __future__ import annotations
 
+import gc
 from contextlib import contextmanager
 
 import numpy as np
@@ -13,6 +14,7 @@ import pytest
 
 import minigrad as mg
 from minigrad.eager.function import Function
+from minigrad.gcpause import gc_paused
 
 
 def chain_with_unused_consumers(links: int):
@@ -118,7 +120,6 @@ def test_a_live_step_sends_and_builds_only_what_it_changed(monkeypatch):
 
 
 def test_trace_of_keeps_a_bounded_number_of_bytes_per_op():
-    import gc
     import tracemalloc
     per_op = {}
     for n in (500, 2000):
@@ -141,20 +142,14 @@ def test_a_dropped_trace_is_freed_at_once_not_left_to_the_cyclic_collector():
     # A trace is ~15 containers per op. Held in a reference cycle (a recorder listing itself
     # among the recorders its hooks go to), a dropped one waited for a full collection, which
     # had to rescan all of it; without the cycle, dropping the document frees it.
-    import gc
     loss = chain(300)
     gc.collect()
-    was_enabled = gc.isenabled()
-    gc.disable()   # (nothing may be freed here but by reference counting)
-    try:
+    with gc_paused():   # (nothing may be freed here but by reference counting)
         before = len(gc.get_objects())
         doc = mg.trace_of(loss)
         made = len(gc.get_objects()) - before
         del doc
         left = len(gc.get_objects()) - before
-    finally:
-        if was_enabled:
-            gc.enable()
     assert made > 10 * 300 and left <= 5, (made, left)
 
 
@@ -167,8 +162,32 @@ def tape_chain(n_instrs: int):
     return tape, x, h
 
 
+def containers_made(run) -> tuple:
+    """(run(), how many containers it made), counted with the collector paused (a collection
+    would reset the count)."""
+    with gc_paused():
+        made_before = gc.get_count()[0]
+        result = run()
+        return result, gc.get_count()[0] - made_before
+
+
+def collections_during(run) -> dict:
+    """{generation: how many collections the cyclic collector ran} while run() ran."""
+    ran = {}
+
+    def count(phase, info):
+        if phase == "start":
+            ran[info["generation"]] = ran.get(info["generation"], 0) + 1
+    gc.collect()   # (the collector's counts start from zero: the same schedule every time)
+    gc.callbacks.append(count)
+    try:
+        run()
+    finally:
+        gc.callbacks.remove(count)
+    return ran
+
+
 def test_kept_tape_steps_cost_what_each_step_changed():
-    import gc
     import tracemalloc
     per_step = {}
     for n in (500, 2000):
@@ -198,20 +217,11 @@ def test_kept_tape_steps_make_few_containers_for_the_cyclic_collector():
     # 70,000 containers made, so what a kept step costs the collector is the containers it makes
     # and keeps. A TapeStep and the Instr it points at are three (the Instr's inputs tuple);
     # a tuple per grad write or read (the plain way, 9 per step) must not come back.
-    import gc
     n = 3000
     tape, x, y = tape_chain(n)
     gc.collect()
-    was_enabled = gc.isenabled()
-    gc.disable()   # (the count of containers made, with no collection resetting it)
-    try:
-        tracked_before = len(gc.get_objects())
-        made_before = gc.get_count()[0]
-        steps = list(tape.backward_steps(y, retain=True))
-        made = gc.get_count()[0] - made_before
-    finally:
-        if was_enabled:
-            gc.enable()
+    tracked_before = len(gc.get_objects())
+    steps, made = containers_made(lambda: list(tape.backward_steps(y, retain=True)))
     gc.collect()   # (tuples of plain numbers stop being tracked here)
     kept = len(gc.get_objects()) - tracked_before
     assert len(steps) == n
@@ -221,23 +231,6 @@ def test_kept_tape_steps_make_few_containers_for_the_cyclic_collector():
     # (the last op is h * x: h read once, x by the n/2 muls and the first sin, one read undone)
     assert steps[0].uses == ((n - 1, 0), (0, n // 2)) and steps[0].freed == ()
     assert steps[-1].grad_writes == ((0, pytest.approx(x.grad)),)
-
-
-def collections_during(run) -> dict:
-    """{generation: how many collections the cyclic collector ran} while run() ran."""
-    import gc
-    ran = {}
-
-    def count(phase, info):
-        if phase == "start":
-            ran[info["generation"]] = ran.get(info["generation"], 0) + 1
-    gc.collect()   # (the collector's counts start from zero: the same schedule every time)
-    gc.callbacks.append(count)
-    try:
-        run()
-    finally:
-        gc.callbacks.remove(count)
-    return ran
 
 
 def test_reading_a_tapes_instrs_runs_one_young_collection_not_one_per_700_instrs():
@@ -253,20 +246,11 @@ def test_reading_a_tapes_instrs_runs_one_young_collection_not_one_per_700_instrs
 
 
 def test_a_kept_walk_over_built_instrs_makes_one_container_per_step():
-    import gc
     n = 20000
     tape, x, y = tape_chain(n)
     tape.instrs   # (built: what the walk itself makes is counted below)
     gc.collect()
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        made_before = gc.get_count()[0]
-        steps = list(tape.backward_steps(y, retain=True))
-        made = gc.get_count()[0] - made_before
-    finally:
-        if was_enabled:
-            gc.enable()
+    steps, made = containers_made(lambda: list(tape.backward_steps(y, retain=True)))
     assert len(steps) == n and made / n <= 1.05, made / n   # each TapeStep
     # 20,000 kept steps then cost the collector no full collection (a rescan of the heap)
     tape, x, y = tape_chain(n)
