@@ -39,13 +39,12 @@ import statistics  # noqa: E402
 import sys  # noqa: E402
 from typing import Callable, NamedTuple  # noqa: E402
 
-import numpy as np  # noqa: E402
-
 import minigrad as mg  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))   # (run from anywhere)
 import scale_aot  # noqa: E402
 from rounds import clock, interleave, quartiles  # noqa: E402
+from workloads import chain, chain_with_unused_consumers, scoped_blocks, tape_chain  # noqa: E402
 
 
 class Case(NamedTuple):
@@ -57,52 +56,11 @@ class Case(NamedTuple):
     rounds: int = 7
 
 
-# -- graphs -------------------------------------------------------------------------------------
-
-def chain(n_ops: int):
-    """n_ops tiny ops in a row (tanh and mul alternately) and a sum: the loss."""
-    x = mg.create_leaf(np.ones(4), requires_grad=True, name="x")
-    w = mg.create_leaf(np.full(4, 0.5), requires_grad=True, name="w")
-    h = x
-    for i in range(n_ops):
-        h = h.tanh() if i % 2 == 0 else h * w
-    return h.sum()
-
-
-def chain_with_unused_consumers(n_ops: int):
-    """A chain whose every link also feeds a branch the loss does not use (a value logged, a
-    metric): each link's pending count waits for a consumer that never sends a gradient."""
-    x = mg.create_leaf(np.ones(4), requires_grad=True, name="x")
-    w = mg.create_leaf(np.full(4, 0.5), requires_grad=True, name="w")
-    h = x
-    for _ in range(n_ops // 2):
-        h = h * w
-        h.exp()                        # the unused consumer (dropped at once)
-    return h.sum()
-
-
-def scoped_blocks(n_blocks: int):
-    """n_blocks blocks of a few ops, each in a scope: the graph a lesson draws as boxes."""
-    rng = np.random.default_rng(0)
-    h = mg.create_leaf(rng.normal(size=(2, 3)), name="x")
-    for i in range(n_blocks):
-        with mg.name_scope(f"blocks.{i}"):
-            W = mg.create_leaf(rng.normal(size=(3, 3)), requires_grad=True, name="W")
-            with mg.name_scope("act"):
-                h = (h @ W).tanh()
-    return (h * h).sum()
-
-
-def tape_chain(n_instrs: int):
-    tape = mg.tape.Tape()
-    x = tape.var(0.5)
-    h = x
-    for i in range(n_instrs):
-        h = h.sin() if i % 2 == 0 else h * x
-    return tape, h
-
-
 # -- the cases ----------------------------------------------------------------------------------
+
+def _unused_consumers(n_ops: int):
+    return chain_with_unused_consumers(n_ops // 2)[2]   # (two ops a link)
+
 
 def _pending(loss):
     loss.backward(order="pending")
@@ -119,7 +77,7 @@ def _step_through(stepper) -> None:
 
 
 def _tape_steps(state) -> list:
-    tape, out = state
+    tape, _, out = state
     kept = list(tape.backward_steps(out, retain=True))
     assert kept
     return kept
@@ -157,7 +115,7 @@ def _document_pickle(n_ops: int) -> bytes:
 
 
 CASES = [
-    Case("pending scheduler, unused consumers (backward)", chain_with_unused_consumers, _pending,
+    Case("pending scheduler, unused consumers (backward)", _unused_consumers, _pending,
          n=16000, target=5.0),
     Case("stepper.step() through a whole backward (live)", _stepper, _step_through, n=400,
          rounds=5),

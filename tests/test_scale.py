@@ -7,6 +7,8 @@ to a small multiple of the size of the work.
 from __future__ import annotations
 
 import gc
+import importlib.util
+import pathlib
 from contextlib import contextmanager
 
 import numpy as np
@@ -17,15 +19,19 @@ from minigrad.eager.function import Function
 from minigrad.gcpause import gc_paused
 
 
-def chain_with_unused_consumers(links: int):
-    """Every link of the chain also feeds a branch the loss does not use."""
-    x = mg.create_leaf(np.ones(3), requires_grad=True, name="x")
-    w = mg.create_leaf(np.full(3, 0.5), requires_grad=True, name="w")
-    h = x
-    for _ in range(links):
-        h = h * w
-        h.exp()                      # an unused consumer: h's pending count never reaches 0
-    return x, w, h.sum()
+def _workloads():
+    """benchmarks/workloads.py: the graphs scale.py times, loaded by path (as the tests load
+    the other benchmark modules)."""
+    path = pathlib.Path(__file__).parent.parent / "benchmarks" / "workloads.py"
+    spec = importlib.util.spec_from_file_location("scale_workloads", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+_graphs = _workloads()
+chain, chain_with_unused_consumers = _graphs.chain, _graphs.chain_with_unused_consumers
+scoped_blocks, tape_chain = _graphs.scoped_blocks, _graphs.tape_chain
 
 
 @contextmanager
@@ -52,7 +58,7 @@ def test_pending_scheduler_looks_at_each_node_a_few_times_when_every_link_stalls
         loss.backward(order="pending")
     # ~links stalls; a rescan of everything reached at each would read ~links²/2 = 1.1 million
     assert reads[0] <= 12 * links, reads[0]
-    np.testing.assert_allclose(w.grad, links * 0.5 ** (links - 1) * np.ones(3), rtol=1e-9)
+    np.testing.assert_allclose(w.grad, links * 0.5 ** (links - 1) * np.ones(4), rtol=1e-9)
     assert x.grad is not None
 
 
@@ -64,15 +70,6 @@ def test_pending_and_topo_agree_when_every_link_stalls():
         grads[order] = (x.grad.copy(), w.grad.copy())
     for a, b in zip(grads["pending"], grads["topo"]):
         np.testing.assert_allclose(a, b, rtol=1e-12)
-
-
-def chain(n_ops: int):
-    x = mg.create_leaf(np.ones(4), requires_grad=True, name="x")
-    w = mg.create_leaf(np.full(4, 0.5), requires_grad=True, name="w")
-    h = x
-    for i in range(n_ops):
-        h = h.tanh() if i % 2 == 0 else h * w
-    return h.sum()
 
 
 def test_a_live_step_sends_and_builds_only_what_it_changed(monkeypatch):
@@ -151,15 +148,6 @@ def test_a_dropped_trace_is_freed_at_once_not_left_to_the_cyclic_collector():
         del doc
         left = len(gc.get_objects()) - before
     assert made > 10 * 300 and left <= 5, (made, left)
-
-
-def tape_chain(n_instrs: int):
-    tape = mg.tape.Tape()
-    x = tape.var(0.5)
-    h = x
-    for i in range(n_instrs):
-        h = h.sin() if i % 2 == 0 else h * x
-    return tape, x, h
 
 
 def containers_made(run) -> tuple:
@@ -256,17 +244,6 @@ def test_a_kept_walk_over_built_instrs_makes_one_container_per_step():
     tape, x, y = tape_chain(n)
     ran = collections_during(lambda: list(tape.backward_steps(y, retain=True)))
     assert ran.get(2, 0) == 0 and ran.get(1, 0) <= 4, ran
-
-
-def scoped_blocks(n_blocks: int):
-    rng = np.random.default_rng(0)
-    h = mg.create_leaf(rng.normal(size=(2, 3)), name="x")
-    for i in range(n_blocks):
-        with mg.name_scope(f"blocks.{i}"):
-            W = mg.create_leaf(rng.normal(size=(3, 3)), requires_grad=True, name="W")
-            with mg.name_scope("act"):
-                h = (h @ W).tanh()
-    return (h * h).sum()
 
 
 def test_a_box_click_costs_the_kernel_no_drawing(monkeypatch):
