@@ -23,8 +23,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..gcpause import gc_paused
 from ..errors import BackwardError, DtypeError, InplaceError, MinigradError
+from ..gcpause import gc_paused
 from ..names import check_name
 from .rules import OP_NAMES, RULES, Add, Cos, Div, Exp, Log, Mul, Neg, Pow, Relu, Sin, Sub, Tanh
 from .slots import Slot, SlotError, StaleSlotError

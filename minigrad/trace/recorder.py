@@ -56,7 +56,9 @@ class Recorder:
     @nest.setter
     def nest(self, recorders: tuple) -> None:
         if not recorders or recorders[0] is not self:
-            raise ValueError("Recorder.nest: the nest starts with the recorder itself")
+            raise ValueError("Recorder.nest = ...: a nest starts with the recorder itself, then "
+                             "the recorders it is nested in. Fix: recorder.nest = (recorder,) "
+                             "+ outer.nest")
         self.outer = tuple(recorders[1:])
 
     # -- the hooks the engine, the ops and the allocators call (each recorder of the nest) ----
