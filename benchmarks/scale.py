@@ -3,13 +3,15 @@
 A part that is linear in the size of its work costs about 4x at 4n; n log n a little more. Each
 case prints
 
-    scale <what>: n=… t=…ms 4n=… t=…ms ratio=… (target ≤ 4.5)
+    scale <what>: n=… t=…ms 4n=… t=…ms ratio=… (target ≤ 4.5; per-round quartiles …–…; …)
 
-with t the median of a few repeats of the CPU time this process spent (time.process_time: on a
-shared machine the wall clock also counts other people's work), the n and 4n runs interleaved.
-n is chosen so the small run takes at least about 50 ms; the ratio, not the time, is the
-figure. Tests pin the algorithms themselves (nodes visited,
-bytes kept per step: tests/test_scale.py); this file shows what a user waits for.
+with t the median over rounds of the CPU time of the run (rounds.clock: on a shared machine the
+wall clock also counts other people's work). The runs at n and 4n take turns in rounds
+(rounds.py), and `ratio` is the median of the per-round ratios, each taken between two runs that
+met the same load; the quartiles are the spread to expect from a run again. n is chosen so the
+small run takes at least about 50 ms; the ratio, not the time, is the figure. Tests pin the
+algorithms themselves (nodes visited, bytes kept per step: tests/test_scale.py); this file shows
+what a user waits for.
 
     python benchmarks/scale.py            # every case
     python benchmarks/scale.py trace_of   # the cases whose name contains "trace_of"
@@ -19,10 +21,14 @@ does not grow with the work in steps of the same size: a full collection rescans
 alive and comes when the heap has grown by a quarter, so 4x the objects can bring 3 full
 collections where n brought 1, and a bigger heap misses the caches more. Each line also gives
 the ratio with the collector paused (measured in the same rounds): the part's own algorithm.
+And it gives the kernel's share of t (median, collector on): new memory costs a page fault per
+4 KB the first time it is touched, and the Python heap hands back freed memory in 1 MB arenas
+that a run at n may find again and one at 4n does not, so a ratio above 4 that is all kernel
+time is the size of what the part makes, not its algorithm.
 
-Adding a case: write `def build(n) -> run` (untimed setup; `run()` is the timed work, called
-once per repeat, so it sets up again whatever it consumes outside the timer via `prepare`) and
-list it in CASES with its n and target.
+Adding a case: write `prepare(n) -> state` (untimed setup, made again for every run: a run may
+consume it) and `run(state)` (the timed work; what it returns is freed after the clock), and
+list them in CASES with n and the target.
 """
 from __future__ import annotations
 
@@ -32,17 +38,17 @@ for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, "1")   # before numpy loads its BLAS: the same floor every run
 
 import gc  # noqa: E402
+import resource  # noqa: E402
 import statistics  # noqa: E402
 import sys  # noqa: E402
-import time  # noqa: E402
 from typing import Callable, NamedTuple  # noqa: E402
-
-import numpy as np  # noqa: E402
 
 import minigrad as mg  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))   # (run from anywhere)
 import scale_aot  # noqa: E402
+from rounds import clock, interleave, quartiles  # noqa: E402
+from workloads import chain, chain_with_unused_consumers, scoped_blocks, tape_chain  # noqa: E402
 
 
 class Case(NamedTuple):
@@ -51,55 +57,14 @@ class Case(NamedTuple):
     run: Callable                      # state -> None (timed)
     n: int
     target: float = 4.5                # 5.0 where n log n is the honest bound
-    repeats: int = 5
-
-
-# -- graphs -------------------------------------------------------------------------------------
-
-def chain(n_ops: int):
-    """n_ops tiny ops in a row (tanh and mul alternately) and a sum: the loss."""
-    x = mg.create_leaf(np.ones(4), requires_grad=True, name="x")
-    w = mg.create_leaf(np.full(4, 0.5), requires_grad=True, name="w")
-    h = x
-    for i in range(n_ops):
-        h = h.tanh() if i % 2 == 0 else h * w
-    return h.sum()
-
-
-def chain_with_unused_consumers(n_ops: int):
-    """A chain whose every link also feeds a branch the loss does not use (a value logged, a
-    metric): each link's pending count waits for a consumer that never sends a gradient."""
-    x = mg.create_leaf(np.ones(4), requires_grad=True, name="x")
-    w = mg.create_leaf(np.full(4, 0.5), requires_grad=True, name="w")
-    h = x
-    for _ in range(n_ops // 2):
-        h = h * w
-        h.exp()                        # the unused consumer (dropped at once)
-    return h.sum()
-
-
-def scoped_blocks(n_blocks: int):
-    """n_blocks blocks of a few ops, each in a scope: the graph a lesson draws as boxes."""
-    rng = np.random.default_rng(0)
-    h = mg.create_leaf(rng.normal(size=(2, 3)), name="x")
-    for i in range(n_blocks):
-        with mg.name_scope(f"blocks.{i}"):
-            W = mg.create_leaf(rng.normal(size=(3, 3)), requires_grad=True, name="W")
-            with mg.name_scope("act"):
-                h = (h @ W).tanh()
-    return (h * h).sum()
-
-
-def tape_chain(n_instrs: int):
-    tape = mg.tape.Tape()
-    x = tape.var(0.5)
-    h = x
-    for i in range(n_instrs):
-        h = h.sin() if i % 2 == 0 else h * x
-    return tape, h
+    rounds: int = 7
 
 
 # -- the cases ----------------------------------------------------------------------------------
+
+def _unused_consumers(n_ops: int):
+    return chain_with_unused_consumers(n_ops // 2)[2]   # (two ops a link)
+
 
 def _pending(loss):
     loss.backward(order="pending")
@@ -115,10 +80,11 @@ def _step_through(stepper) -> None:
         stepper.step()
 
 
-def _tape_steps(state) -> None:
-    tape, out = state
+def _tape_steps(state) -> list:
+    tape, _, out = state
     kept = list(tape.backward_steps(out, retain=True))
     assert kept
+    return kept
 
 
 def _click_state(n_blocks: int):
@@ -143,10 +109,10 @@ def _click_then_read(state) -> None:
 
 
 CASES = [
-    Case("pending scheduler, unused consumers (backward)", chain_with_unused_consumers, _pending,
+    Case("pending scheduler, unused consumers (backward)", _unused_consumers, _pending,
          n=16000, target=5.0),
     Case("stepper.step() through a whole backward (live)", _stepper, _step_through, n=400,
-         repeats=3),
+         rounds=5),
     Case("trace_of(chain)", chain, mg.trace_of, n=2000),
     Case("Tape.backward_steps() kept (list of steps)", tape_chain, _tape_steps, n=12000),
     Case("box clicks (20, kernel side)", _click_state, _clicks, n=100),
@@ -154,39 +120,66 @@ CASES = [
 ]
 # The ahead-of-time steps (derive, both memory plans, the Executor build) on an MLP of n layers:
 # their cases live in scale_aot.py, beside the workload, and run here too.
-CASES += [Case(what, prepare, run, n=800, repeats=3) for what, prepare, run in scale_aot.CASES]
+CASES += [Case(what, prepare, run, n=800, rounds=5) for what, prepare, run in scale_aot.CASES]
 
 
-def measure(case: Case) -> dict:
-    """Median CPU seconds of case.run at n and at 4n, with Python's cyclic collector running
-    and paused: {(n, gc_on): seconds}, every size and setting interleaved in each round."""
-    times: dict[tuple, list] = {(n, on): [] for n in (case.n, 4 * case.n) for on in (True, False)}
-    for _ in range(case.repeats):
-        for n, gc_on in times:
-            state = case.prepare(n)
-            gc.collect()
-            if not gc_on:
-                gc.disable()
-            start = time.process_time()
-            case.run(state)
-            times[n, gc_on].append(time.process_time() - start)
-            gc.enable()
-            del state
-    return {key: statistics.median(seconds) for key, seconds in times.items()}
+def measure(case: Case) -> tuple:
+    """CPU seconds of case.run at n and at 4n, with Python's cyclic collector running and
+    paused, and the part of them spent in the kernel: ({(n, gc_on): [one time per round]},
+    the same of kernel seconds). The four runs take turns in rounds (rounds.py: the order turns
+    by one each round), so that a ratio is taken between runs that met the same load.
+
+    Each timed run starts from the heap a run of its own size left: a run's garbage leaves
+    holes that the next run's objects fill in whatever order they were freed, and a graph laid
+    out in the holes of a 4x bigger one is slower to walk (the trace of 2,000 ops: +17 ms, +25%,
+    after a run at 8,000). So when the size changes, an untimed run of the new size goes first."""
+    last, kernel = [None], {}
+
+    def once(n: int, gc_on: bool) -> tuple:
+        state = case.prepare(n)
+        gc.collect()
+        if not gc_on:
+            gc.disable()
+        start, kernel_start = clock(), resource.getrusage(resource.RUSAGE_THREAD).ru_stime
+        result = case.run(state)
+        seconds = clock() - start
+        in_kernel = resource.getrusage(resource.RUSAGE_THREAD).ru_stime - kernel_start
+        gc.enable()
+        del state, result   # (freed after the clock: a caller keeps what it asked for)
+        return seconds, in_kernel
+
+    def run(n: int, gc_on: bool):
+        def timed_run() -> float:
+            if last[0] != n:
+                once(n, gc_on)   # (untimed: the heap as a run of this size leaves it)
+                last[0] = n
+            seconds, kernel_seconds = once(n, gc_on)
+            kernel.setdefault((n, gc_on), []).append(kernel_seconds)
+            return seconds
+        return timed_run
+    times = interleave({(n, on): run(n, on) for n in (case.n, 4 * case.n) for on in (True, False)},
+                       rounds=case.rounds)
+    return times, kernel
 
 
-def main(argv: list[str]) -> int:
+def main(argv: list[str], n: int | None = None) -> int:
+    """Measure and print the cases whose name contains one of argv (all if none); n, if given,
+    replaces each case's own n. Returns 1 if a ratio is over its target."""
     mg.set_debug(False)
-    chosen = [c for c in CASES if not argv or any(a in c.what for a in argv)]
+    chosen = [c if n is None else c._replace(n=n)
+              for c in CASES if not argv or any(a in c.what for a in argv)]
     over = 0
     for case in chosen:
-        t = measure(case)
-        small, big = t[case.n, True], t[4 * case.n, True]
-        ratio, paused = big / small, t[4 * case.n, False] / t[case.n, False]
+        t, kernel = measure(case)
+        small, big = (statistics.median(t[k, True]) for k in (case.n, 4 * case.n))
+        q1, ratio, q3 = quartiles([b / a for a, b in zip(t[case.n, True], t[4 * case.n, True])])
+        paused = statistics.median(b / a for a, b in zip(t[case.n, False], t[4 * case.n, False]))
+        k_small, k_big = (statistics.median(kernel[k, True]) for k in (case.n, 4 * case.n))
         over += ratio > case.target
         print(f"scale {case.what}: n={case.n} t={small * 1e3:.1f}ms 4n={4 * case.n} "
-              f"t={big * 1e3:.1f}ms ratio={ratio:.2f} (target ≤ {case.target:g}; "
-              f"cyclic gc paused: ratio={paused:.2f})", flush=True)
+              f"t={big * 1e3:.1f}ms ratio={ratio:.2f} (target ≤ {case.target:g}; per-round "
+              f"quartiles {q1:.2f}–{q3:.2f}; cyclic gc paused: ratio={paused:.2f}; in the "
+              f"kernel: {k_small * 1e3:.0f}ms and {k_big * 1e3:.0f}ms)", flush=True)
     return 1 if over else 0
 
 

@@ -1,16 +1,15 @@
 """How the ahead-of-time steps grow with the graph: each at n and 4n operations.
 
 The workload is an MLP of n layers (width 8, relu between, cross-entropy at the end): about
-2n forward operations and 3n backward ones. Each step is timed at n and at 4n (median of a few
-repeats) and printed as
+2n forward operations and 3n backward ones. Each step is timed at n and at 4n and printed as
 
-    scale <what>: n=... t=...s 4n=... t=...s ratio=...
+    scale <what>: n=... t=...ms 4n=... t=...ms ratio=... (target ≤ 4.5; ...)
 
 A step whose cost is linear in the graph gives a ratio near 4; the target is at most 4.5.
 
 Interface for benchmarks/scale.py: CASES is a list of (name, prepare, run): prepare(n) builds
-what run needs outside the timing, run(prepared) is the timed step; `measure(case, n)` prints
-the line. Run alone:
+what run needs outside the timing, run(prepared) is the timed step. scale.py runs them (n=800)
+with the rest; alone, they are measured the same way (scale.py's rounds) at n:
 
     python benchmarks/scale_aot.py [n]      (default n=250)
 """
@@ -21,9 +20,7 @@ import os
 for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, "1")   # before numpy loads its BLAS: the same floor every run
 
-import statistics  # noqa: E402
 import sys  # noqa: E402
-import time  # noqa: E402
 
 import numpy as np  # noqa: E402
 
@@ -49,25 +46,6 @@ CASES = [
 ]
 
 
-def median_seconds(run, prepared, repeats: int = 5) -> float:
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        run(prepared)
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
-
-
-def measure(case, n: int) -> float:
-    """Print the scale line of one case; returns the ratio t(4n) / t(n)."""
-    name, prepare, run = case
-    small, large = (median_seconds(run, prepare(k)) for k in (n, 4 * n))
-    ratio = large / small
-    print(f"scale {name}: n={n} t={small:.3f}s 4n={4 * n} t={large:.3f}s ratio={ratio:.2f}", flush=True)
-    return ratio
-
-
 if __name__ == "__main__":
-    n = int(sys.argv[1]) if len(sys.argv) > 1 else 250
-    for case in CASES:
-        measure(case, n)
+    import scale   # (scale.py lists these cases with its own; its measurement is the one used)
+    sys.exit(scale.main(["aot "], n=int(sys.argv[1]) if len(sys.argv) > 1 else 250))

@@ -22,7 +22,7 @@ PACKAGE_DIR = Path(__file__).resolve().parents[1] / "minigrad"
 # gathers them, and the widgets read the engine's documents (the engine never imports widgets).
 LAYERS = [
     ("base", ["minigrad.errors", "minigrad.names", "minigrad.modes", "minigrad.kernels", "minigrad.optable",
-              "minigrad.arena"]),
+              "minigrad.arena", "minigrad.gcpause"]),
     ("eager engine", ["minigrad.eager"]),
     ("ops and checks on them", ["minigrad.ops", "minigrad.check", "minigrad.checkpointing"]),
     ("models", ["minigrad.nn", "minigrad.optim", "minigrad.data", "minigrad.datasets"]),

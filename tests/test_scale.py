@@ -6,6 +6,9 @@ to a small multiple of the size of the work.
 """
 from __future__ import annotations
 
+import gc
+import importlib.util
+import pathlib
 from contextlib import contextmanager
 
 import numpy as np
@@ -13,17 +16,22 @@ import pytest
 
 import minigrad as mg
 from minigrad.eager.function import Function
+from minigrad.gcpause import gc_paused
 
 
-def chain_with_unused_consumers(links: int):
-    """Every link of the chain also feeds a branch the loss does not use."""
-    x = mg.create_leaf(np.ones(3), requires_grad=True, name="x")
-    w = mg.create_leaf(np.full(3, 0.5), requires_grad=True, name="w")
-    h = x
-    for _ in range(links):
-        h = h * w
-        h.exp()                      # an unused consumer: h's pending count never reaches 0
-    return x, w, h.sum()
+def _workloads():
+    """benchmarks/workloads.py: the graphs scale.py times, loaded by path (as the tests load
+    the other benchmark modules)."""
+    path = pathlib.Path(__file__).parent.parent / "benchmarks" / "workloads.py"
+    spec = importlib.util.spec_from_file_location("scale_workloads", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+_graphs = _workloads()
+chain, chain_with_unused_consumers = _graphs.chain, _graphs.chain_with_unused_consumers
+scoped_blocks, tape_chain = _graphs.scoped_blocks, _graphs.tape_chain
 
 
 @contextmanager
@@ -50,7 +58,7 @@ def test_pending_scheduler_looks_at_each_node_a_few_times_when_every_link_stalls
         loss.backward(order="pending")
     # ~links stalls; a rescan of everything reached at each would read ~links²/2 = 1.1 million
     assert reads[0] <= 12 * links, reads[0]
-    np.testing.assert_allclose(w.grad, links * 0.5 ** (links - 1) * np.ones(3), rtol=1e-9)
+    np.testing.assert_allclose(w.grad, links * 0.5 ** (links - 1) * np.ones(4), rtol=1e-9)
     assert x.grad is not None
 
 
@@ -62,15 +70,6 @@ def test_pending_and_topo_agree_when_every_link_stalls():
         grads[order] = (x.grad.copy(), w.grad.copy())
     for a, b in zip(grads["pending"], grads["topo"]):
         np.testing.assert_allclose(a, b, rtol=1e-12)
-
-
-def chain(n_ops: int):
-    x = mg.create_leaf(np.ones(4), requires_grad=True, name="x")
-    w = mg.create_leaf(np.full(4, 0.5), requires_grad=True, name="w")
-    h = x
-    for i in range(n_ops):
-        h = h.tanh() if i % 2 == 0 else h * w
-    return h.sum()
 
 
 def test_a_live_step_sends_and_builds_only_what_it_changed(monkeypatch):
@@ -118,7 +117,6 @@ def test_a_live_step_sends_and_builds_only_what_it_changed(monkeypatch):
 
 
 def test_trace_of_keeps_a_bounded_number_of_bytes_per_op():
-    import gc
     import tracemalloc
     per_op = {}
     for n in (500, 2000):
@@ -137,17 +135,47 @@ def test_trace_of_keeps_a_bounded_number_of_bytes_per_op():
     assert per_op[2000] <= 1.15 * per_op[500] and per_op[2000] < 8_000, per_op
 
 
-def tape_chain(n_instrs: int):
-    tape = mg.tape.Tape()
-    x = tape.var(0.5)
-    h = x
-    for i in range(n_instrs):
-        h = h.sin() if i % 2 == 0 else h * x
-    return tape, x, h
+def test_a_dropped_trace_is_freed_at_once_not_left_to_the_cyclic_collector():
+    # A trace is ~15 containers per op. Held in a reference cycle (a recorder listing itself
+    # among the recorders its hooks go to), a dropped one waited for a full collection, which
+    # had to rescan all of it; without the cycle, dropping the document frees it.
+    loss = chain(300)
+    gc.collect()
+    with gc_paused():   # (nothing may be freed here but by reference counting)
+        before = len(gc.get_objects())
+        doc = mg.trace_of(loss)
+        made = len(gc.get_objects()) - before
+        del doc
+        left = len(gc.get_objects()) - before
+    assert made > 10 * 300 and left <= 5, (made, left)
+
+
+def containers_made(run) -> tuple:
+    """(run(), how many containers it made), counted with the collector paused (a collection
+    would reset the count)."""
+    with gc_paused():
+        made_before = gc.get_count()[0]
+        result = run()
+        return result, gc.get_count()[0] - made_before
+
+
+def collections_during(run) -> dict:
+    """{generation: how many collections the cyclic collector ran} while run() ran."""
+    ran = {}
+
+    def count(phase, info):
+        if phase == "start":
+            ran[info["generation"]] = ran.get(info["generation"], 0) + 1
+    gc.collect()   # (the collector's counts start from zero: the same schedule every time)
+    gc.callbacks.append(count)
+    try:
+        run()
+    finally:
+        gc.callbacks.remove(count)
+    return ran
 
 
 def test_kept_tape_steps_cost_what_each_step_changed():
-    import gc
     import tracemalloc
     per_step = {}
     for n in (500, 2000):
@@ -177,20 +205,11 @@ def test_kept_tape_steps_make_few_containers_for_the_cyclic_collector():
     # 70,000 containers made, so what a kept step costs the collector is the containers it makes
     # and keeps. A TapeStep and the Instr it points at are three (the Instr's inputs tuple);
     # a tuple per grad write or read (the plain way, 9 per step) must not come back.
-    import gc
     n = 3000
     tape, x, y = tape_chain(n)
     gc.collect()
-    was_enabled = gc.isenabled()
-    gc.disable()   # (the count of containers made, with no collection resetting it)
-    try:
-        tracked_before = len(gc.get_objects())
-        made_before = gc.get_count()[0]
-        steps = list(tape.backward_steps(y, retain=True))
-        made = gc.get_count()[0] - made_before
-    finally:
-        if was_enabled:
-            gc.enable()
+    tracked_before = len(gc.get_objects())
+    steps, made = containers_made(lambda: list(tape.backward_steps(y, retain=True)))
     gc.collect()   # (tuples of plain numbers stop being tracked here)
     kept = len(gc.get_objects()) - tracked_before
     assert len(steps) == n
@@ -202,15 +221,29 @@ def test_kept_tape_steps_make_few_containers_for_the_cyclic_collector():
     assert steps[-1].grad_writes == ((0, pytest.approx(x.grad)),)
 
 
-def scoped_blocks(n_blocks: int):
-    rng = np.random.default_rng(0)
-    h = mg.create_leaf(rng.normal(size=(2, 3)), name="x")
-    for i in range(n_blocks):
-        with mg.name_scope(f"blocks.{i}"):
-            W = mg.create_leaf(rng.normal(size=(3, 3)), requires_grad=True, name="W")
-            with mg.name_scope("act"):
-                h = (h @ W).tanh()
-    return (h * h).sum()
+def test_reading_a_tapes_instrs_runs_one_young_collection_not_one_per_700_instrs():
+    # The Instr list is built when first read: two containers per instruction and no cycle, so
+    # the collector waits until it is built (one young collection after it, over what it made).
+    # Run as usual it would collect n / 350 times, and after each ten of those look at the
+    # older generations too, the whole heap among them.
+    n = 20000
+    tape, x, y = tape_chain(n)
+    ran = collections_during(lambda: tape.instrs)
+    assert len(tape.instrs) == n
+    assert sum(ran.values()) <= 1 and ran.get(2, 0) == 0, ran
+
+
+def test_a_kept_walk_over_built_instrs_makes_one_container_per_step():
+    n = 20000
+    tape, x, y = tape_chain(n)
+    tape.instrs   # (built: what the walk itself makes is counted below)
+    gc.collect()
+    steps, made = containers_made(lambda: list(tape.backward_steps(y, retain=True)))
+    assert len(steps) == n and made / n <= 1.05, made / n   # each TapeStep
+    # 20,000 kept steps then cost the collector no full collection (a rescan of the heap)
+    tape, x, y = tape_chain(n)
+    ran = collections_during(lambda: list(tape.backward_steps(y, retain=True)))
+    assert ran.get(2, 0) == 0 and ran.get(1, 0) <= 4, ran
 
 
 def test_a_box_click_costs_the_kernel_no_drawing(monkeypatch):

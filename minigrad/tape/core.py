@@ -24,6 +24,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ..errors import BackwardError, DtypeError, InplaceError, MinigradError
+from ..gcpause import gc_paused
 from ..names import check_name
 from .rules import OP_NAMES, RULES, Add, Cos, Div, Exp, Log, Mul, Neg, Pow, Relu, Sin, Sub, Tanh
 from .slots import Slot, SlotError, StaleSlotError
@@ -190,15 +191,19 @@ class Tape:
 
         The plain idea is a list of Instr appended by every op. Recording is the hot path, so
         ops append a compact row (op code, a, b, output) instead, and the Instr list is built
-        from the rows when someone reads it (it only grows, so each row is converted once)."""
+        from the rows when someone reads it (it only grows, so each row is converted once).
+        The build makes two containers per row (an Instr and its inputs) and no cycle, so the
+        cyclic collector is paused while it runs (see gc_paused)."""
         rows, built = self._rows, self._instrs
-        for code, a, b, out in rows[len(built):]:
-            if code < BINARY:
-                built.append(Instr(OP_NAMES[code], (a, b), out, NO_ATTRS))
-            elif code == POW:
-                built.append(Instr("pow", (a,), out, {"exponent": b}))
-            else:
-                built.append(Instr(OP_NAMES[code], (a,), out, NO_ATTRS))
+        if len(built) < len(rows):
+            with gc_paused():
+                for code, a, b, out in rows[len(built):]:
+                    if code < BINARY:
+                        built.append(Instr(OP_NAMES[code], (a, b), out, NO_ATTRS))
+                    elif code == POW:
+                        built.append(Instr("pow", (a,), out, {"exponent": b}))
+                    else:
+                        built.append(Instr(OP_NAMES[code], (a,), out, NO_ATTRS))
         return built
 
     def use_counts(self) -> list[int]:

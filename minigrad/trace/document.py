@@ -1,8 +1,9 @@
 """build_document: the trace as one versioned JSON document (the schema is docs/trace.md)."""
 from __future__ import annotations
 
+from ..gcpause import gc_paused
 from .backward import BackwardEvents
-from .events import EventLog, gc_paused
+from .events import EventLog
 from .memory import MemoryEvents
 from .tables import GraphTables
 

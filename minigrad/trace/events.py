@@ -1,9 +1,7 @@
 """EventLog: the trace's events in order, the frames that group them, and the current phase."""
 from __future__ import annotations
 
-import gc
 import math
-from contextlib import contextmanager
 
 import numpy as np
 
@@ -13,24 +11,6 @@ from ..eager.steps import preview
 def values(array) -> list:
     """The first PREVIEW values of an array as JSON numbers (NaN and infinities as None)."""
     return [float(v) if math.isfinite(v) else None for v in np.asarray(preview(array), float)]
-
-
-@contextmanager
-def gc_paused():
-    """Python's cyclic garbage collector paused while a trace is built (used as a decorator).
-
-    A trace is a few dozen small dicts and lists per graph node, none of them in a reference
-    cycle, so the collector finds nothing in them; but it runs every few hundred new containers
-    and now and then rescans every container alive, big graph included, which made the trace of
-    a 4x bigger graph cost 5x and more (benchmarks/scale.py, trace_of). It runs as usual after.
-    """
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
 
 
 def json_shape(shape) -> list:

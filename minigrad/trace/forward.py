@@ -5,8 +5,9 @@ import numpy as np
 
 from ..eager.engine import topo_order
 from ..eager.function import Function
+from ..gcpause import gc_paused
 from ..names import shape_text
-from .events import EventLog, gc_paused
+from .events import EventLog
 from .memory import MemoryEvents
 from .tables import GraphTables, sentence_name
 

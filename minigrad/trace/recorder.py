@@ -42,7 +42,24 @@ class Recorder:
         self.tables = GraphTables(self.ids, self.log, self.memory)
         self.forward = ForwardEvents(self.tables, self.memory, self.log)
         self.backward = BackwardEvents(self.tables, self.forward, self.log)
-        self.nest = (self,)   # this recorder, then those it is nested in (see record())
+        self.outer: tuple = ()   # the recorders this one is nested in (see record())
+
+    @property
+    def nest(self) -> tuple:
+        """This recorder, then those it is nested in: each hook goes to every one of them.
+
+        Only the outer ones are stored: a recorder holding itself would be a reference cycle,
+        and a dropped trace (its nodes, edges and events) would wait for a full collection of
+        the cyclic collector, which must rescan all of it, instead of being freed at once."""
+        return (self, *self.outer)
+
+    @nest.setter
+    def nest(self, recorders: tuple) -> None:
+        if not recorders or recorders[0] is not self:
+            raise ValueError("Recorder.nest = ...: a nest starts with the recorder itself, then "
+                             "the recorders it is nested in. Fix: recorder.nest = (recorder,) "
+                             "+ outer.nest")
+        self.outer = tuple(recorders[1:])
 
     # -- the hooks the engine, the ops and the allocators call (each recorder of the nest) ----
     def on_leaf(self, variable: Variable) -> None:
