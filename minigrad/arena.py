@@ -62,20 +62,28 @@ class Block:
 
 # The numpy arrays that own allocator memory, by id. Every array an allocator hands out has one
 # of them as its .base; the read-only guard for saved arrays must stop there, or it would lock
-# the whole arena. Weak values: when an arena dies its entry goes, and a new user array that
+# the whole arena. Weak references: when an arena dies its entry goes, and a new user array that
 # gets the same id is not mistaken for allocator memory (is_allocator_buffer checks identity).
-BUFFER_OWNERS: "weakref.WeakValueDictionary" = weakref.WeakValueDictionary()
+# (A dict of weak references rather than a WeakValueDictionary: the guard asks for every op
+# that saves a leaf on an arena, and WeakValueDictionary.get is Python code, several times slower.)
+BUFFER_OWNERS: dict = {}
 
 
 def is_allocator_buffer(array) -> bool:
     """True when array is the byte buffer of a live Arena or Pool."""
-    return BUFFER_OWNERS.get(id(array)) is array
+    ref = BUFFER_OWNERS.get(id(array))
+    return ref is not None and ref() is array
 
 
 def _aligned_bytes(nbytes: int) -> np.ndarray:
     """A uint8 buffer whose first byte starts a page (so ledger offsets are page offsets too)."""
     raw = np.empty(nbytes + PAGE, dtype=np.uint8)
-    BUFFER_OWNERS[id(raw)] = raw
+    key = id(raw)
+
+    def forget(ref):   # (called as raw dies, before its id can be reused)
+        if BUFFER_OWNERS.get(key) is ref:
+            del BUFFER_OWNERS[key]
+    BUFFER_OWNERS[key] = weakref.ref(raw, forget)
     start = -raw.ctypes.data % PAGE
     return raw[start:start + nbytes]
 

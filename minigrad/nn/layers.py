@@ -106,8 +106,10 @@ def scope_name(module: Module, caller: Module | None) -> str | None:
         return name
     if caller is None:
         return None
-    if isinstance(caller, Sequential) and any(m is module for m in caller.layers):
-        return str(next(i for i, m in enumerate(caller.layers) if m is module))
+    if isinstance(caller, Sequential):
+        for i, m in enumerate(caller.layers):
+            if m is module:
+                return str(i)
     for attribute, value in vars(caller).items():
         if value is module:
             return attribute
