@@ -10,7 +10,9 @@ The current allocator is per thread, so two threads can train two models side by
 """
 from __future__ import annotations
 
+import bisect
 import math
+import operator
 import threading
 import weakref
 
@@ -88,6 +90,9 @@ def _aligned_bytes(nbytes: int) -> np.ndarray:
     return raw[start:start + nbytes]
 
 
+_offset = operator.attrgetter("offset")
+
+
 def _nbytes(shape: tuple, dtype: np.dtype) -> int:
     return math.prod(shape) * dtype.itemsize
 
@@ -130,16 +135,13 @@ class Arena:
 
     def alloc(self, shape, dtype, kind: str = "activation", owner: str | None = None) -> np.ndarray:
         """An uninitialised array of shape/dtype on the arena."""
-        return self._alloc(shape, dtype, kind, owner)[0]
+        return self._alloc(tuple(shape), np.dtype(dtype), kind, owner)[0]
 
-    def _alloc(self, shape, dtype, kind, owner):
-        if type(shape) is not tuple:
-            shape = tuple(shape)
-        if not isinstance(dtype, np.dtype):
-            dtype = np.dtype(dtype)
+    def _alloc(self, shape: tuple, dtype: np.dtype, kind, owner):
+        """alloc for minigrad's own callers, which pass a tuple and a np.dtype (every op output
+        on an arena comes here): (array, block)."""
         block = self.reserve(math.prod(shape) * dtype.itemsize, kind, owner)
-        i = self._chunk
-        return np.ndarray(shape, dtype, self._chunks[i], block.offset - self._starts[i]), block
+        return np.ndarray(shape, dtype, self._chunk_bytes, block.offset - self._chunk_start), block
 
     def reserve(self, nbytes: int, kind: str, owner: str | None = None) -> Block:
         """Bump the top by nbytes (aligned) and record the block; no array is made."""
@@ -176,6 +178,7 @@ class Arena:
 
     def _set_chunk(self, i: int) -> None:
         self._chunk = i
+        self._chunk_bytes, self._chunk_start = self._chunks[i], self._starts[i]
         self._end = self._starts[i] + len(self._chunks[i])   # the first byte past chunk i
 
     def mark(self) -> int:
@@ -188,20 +191,20 @@ class Arena:
             raise ValueError(f"Arena {self.name!r}: pop_to({mark}) is above the top ({self._top}); "
                              f"marks must come from mark() and be popped innermost first.")
         blocks = self.blocks
-        cut = len(blocks)
-        while cut and blocks[cut - 1].offset >= mark:
-            cut -= 1
+        cut = bisect.bisect_left(blocks, mark, key=_offset)   # (the ledger is in address order)
         popped = blocks[cut:]
         del blocks[cut:]
         for block in popped:
-            _take_back(block)
-        popped.reverse()   # top first, the order they are taken back in
+            block.alive = False   # (_take_back's first step, here for the many blocks with no lock)
+            if block.lock is not None:
+                _take_back(block)
         self._top = mark
         i = self._chunk
         while i > 0 and self._starts[i] > mark:
             i -= 1
         self._set_chunk(i)
         if modes.recorder is not None and popped:
+            popped.reverse()   # top first, the order they are taken back in
             modes.recorder.on_pop(self, popped)
 
     def scope(self) -> "Scope":

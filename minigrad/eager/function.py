@@ -104,10 +104,14 @@ class Function:
             shape = result_shape(like)
         elif callable(shape):
             shape = shape(*like)
+        elif type(shape) is not tuple:
+            shape = tuple(shape)
         if dtype is None:
             dtype = result_dtype(like)
             if floating and dtype.kind != "f":
                 dtype = np.dtype(np.float64)
+        elif not isinstance(dtype, np.dtype):   # (np.float32, "float32": allocators take a dtype)
+            dtype = np.dtype(dtype)
         if kind is None:
             kind = "activation" if self.grad_output is None else "grad"
         self._last_buffer = last = allocator._alloc(shape, dtype, kind, self.name)
