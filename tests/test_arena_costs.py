@@ -122,10 +122,12 @@ def test_the_allocator_buffer_registry_is_read_without_python_code():
     assert not [key for key in counts if "weakref" in key[0] and key[1] == "get"]
 
 
-@pytest.mark.parametrize("use_arena, bound, before", [(True, 395, 446), (False, 267, 294)])
+@pytest.mark.parametrize("use_arena, bound, before", [(True, 415, 446), (False, 280, 294)])
 def test_python_calls_per_mlp_step(use_arena, bound, before):
-    """All Python calls into minigrad in one step. The bound is today's count: a change that
-    adds calls to every step shows here (raise the bound only with a reason)."""
+    """All Python calls into minigrad in one step: 395 on the arena and 267 on the heap when
+    this was written, 446 and 294 before (pop_to's calls, ctx.out's, the scopes' generators).
+    The bound leaves about one call per op for changes elsewhere in the engine; a change that
+    adds more to every step shows here (raise the bound only with a reason)."""
     counts = _calls(_runner(use_arena))
     total = sum(n for key, n in counts.items() if not key[0].startswith("other:"))
     assert total <= bound < before, (total, counts.most_common(12))
