@@ -10,7 +10,9 @@ The current allocator is per thread, so two threads can train two models side by
 """
 from __future__ import annotations
 
+import bisect
 import math
+import operator
 import threading
 import weakref
 
@@ -62,22 +64,33 @@ class Block:
 
 # The numpy arrays that own allocator memory, by id. Every array an allocator hands out has one
 # of them as its .base; the read-only guard for saved arrays must stop there, or it would lock
-# the whole arena. Weak values: when an arena dies its entry goes, and a new user array that
+# the whole arena. Weak references: when an arena dies its entry goes, and a new user array that
 # gets the same id is not mistaken for allocator memory (is_allocator_buffer checks identity).
-BUFFER_OWNERS: "weakref.WeakValueDictionary" = weakref.WeakValueDictionary()
+# (A dict of weak references rather than a WeakValueDictionary: the guard asks for every op
+# that saves a leaf on an arena, and WeakValueDictionary.get is Python code, several times slower.)
+BUFFER_OWNERS: dict = {}
 
 
 def is_allocator_buffer(array) -> bool:
     """True when array is the byte buffer of a live Arena or Pool."""
-    return BUFFER_OWNERS.get(id(array)) is array
+    ref = BUFFER_OWNERS.get(id(array))
+    return ref is not None and ref() is array
 
 
 def _aligned_bytes(nbytes: int) -> np.ndarray:
     """A uint8 buffer whose first byte starts a page (so ledger offsets are page offsets too)."""
     raw = np.empty(nbytes + PAGE, dtype=np.uint8)
-    BUFFER_OWNERS[id(raw)] = raw
+    key = id(raw)
+
+    def forget(ref):   # (called as raw dies, before its id can be reused)
+        if BUFFER_OWNERS.get(key) is ref:
+            del BUFFER_OWNERS[key]
+    BUFFER_OWNERS[key] = weakref.ref(raw, forget)
     start = -raw.ctypes.data % PAGE
     return raw[start:start + nbytes]
+
+
+_offset = operator.attrgetter("offset")
 
 
 def _nbytes(shape: tuple, dtype: np.dtype) -> int:
@@ -122,16 +135,13 @@ class Arena:
 
     def alloc(self, shape, dtype, kind: str = "activation", owner: str | None = None) -> np.ndarray:
         """An uninitialised array of shape/dtype on the arena."""
-        return self._alloc(shape, dtype, kind, owner)[0]
+        return self._alloc(tuple(shape), np.dtype(dtype), kind, owner)[0]
 
-    def _alloc(self, shape, dtype, kind, owner):
-        if type(shape) is not tuple:
-            shape = tuple(shape)
-        if not isinstance(dtype, np.dtype):
-            dtype = np.dtype(dtype)
+    def _alloc(self, shape: tuple, dtype: np.dtype, kind, owner):
+        """alloc for minigrad's own callers, which pass a tuple and a np.dtype (every op output
+        on an arena comes here): (array, block)."""
         block = self.reserve(math.prod(shape) * dtype.itemsize, kind, owner)
-        i = self._chunk
-        return np.ndarray(shape, dtype, self._chunks[i], block.offset - self._starts[i]), block
+        return np.ndarray(shape, dtype, self._chunk_bytes, block.offset - self._chunk_start), block
 
     def reserve(self, nbytes: int, kind: str, owner: str | None = None) -> Block:
         """Bump the top by nbytes (aligned) and record the block; no array is made."""
@@ -168,6 +178,7 @@ class Arena:
 
     def _set_chunk(self, i: int) -> None:
         self._chunk = i
+        self._chunk_bytes, self._chunk_start = self._chunks[i], self._starts[i]
         self._end = self._starts[i] + len(self._chunks[i])   # the first byte past chunk i
 
     def mark(self) -> int:
@@ -180,20 +191,20 @@ class Arena:
             raise ValueError(f"Arena {self.name!r}: pop_to({mark}) is above the top ({self._top}); "
                              f"marks must come from mark() and be popped innermost first.")
         blocks = self.blocks
-        cut = len(blocks)
-        while cut and blocks[cut - 1].offset >= mark:
-            cut -= 1
+        cut = bisect.bisect_left(blocks, mark, key=_offset)   # (the ledger is in address order)
         popped = blocks[cut:]
         del blocks[cut:]
         for block in popped:
-            _take_back(block)
-        popped.reverse()   # top first, the order they are taken back in
+            block.alive = False   # (_take_back's first step, here for the many blocks with no lock)
+            if block.lock is not None:
+                _take_back(block)
         self._top = mark
         i = self._chunk
         while i > 0 and self._starts[i] > mark:
             i -= 1
         self._set_chunk(i)
         if modes.recorder is not None and popped:
+            popped.reverse()   # top first, the order they are taken back in
             modes.recorder.on_pop(self, popped)
 
     def scope(self) -> "Scope":

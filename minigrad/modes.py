@@ -62,15 +62,24 @@ def is_grad_enabled() -> bool:
     return modes.grad_enabled
 
 
-@contextmanager
-def name_scope(name: str) -> Iterator[None]:
-    """Every Variable made inside records `name` in its scope (nested scopes add up, outermost
-    first); traces carry it, so views can group a model's graph by its parts."""
-    name = check_name(name, f"name_scope({reprlib.repr(name)})", required=True,
-                      example="name_scope('encoder')")
-    previous = modes.scope
-    modes.scope = previous + (name,)
-    try:
-        yield
-    finally:
-        modes.scope = previous
+class name_scope:
+    """Every Variable made inside `with name_scope(name):` records `name` in its scope (nested
+    scopes add up, outermost first); traces carry it, so views can group a model's graph by its
+    parts. (A class, not a @contextmanager generator: every Module call enters one.)"""
+
+    __slots__ = ("name", "previous")
+
+    def __init__(self, name: str):
+        if not (type(name) is str and name.isprintable() and name):   # (check_name's fast path,
+            # without building its message: a model's forward passes here once per layer)
+            name = check_name(name, f"name_scope({reprlib.repr(name)})", required=True,
+                              example="name_scope('encoder')")
+        self.name = name
+
+    def __enter__(self) -> None:
+        self.previous = modes.scope
+        modes.scope = self.previous + (self.name,)
+
+    def __exit__(self, *exc) -> bool:
+        modes.scope = self.previous
+        return False

@@ -85,26 +85,17 @@ class Function:
         read-only, and backward checks they did not change (see readonly.py)."""
         self.saved_tensors = arrays
 
-    def out(self, *like, shape=None, dtype=None, kind: str | None = None,
-            floating: bool = False):
-        """numpy's out= for an op's result: None on the heap (numpy allocates), else buffer(...).
-
-        Ops write `np.add(a, b, out=ctx.out(a, b))`. ctx.arena is the allocator of the scope the
-        op ran in (an arena, a pool, or None); it is tested here first so that eager code on the
-        heap pays one call and no shape or dtype arithmetic. (buffer's keywords are spelled out,
-        not passed as **kwargs: a misspelt one then fails on the heap too, not only on an arena.)
-        """
-        if self.arena is None:
-            return None
-        return self.buffer(*like, shape=shape, dtype=dtype, kind=kind, floating=floating)
-
     def buffer(self, *like, shape=None, dtype=None, kind: str | None = None,
                floating: bool = False):
-        """Where an op writes a result: an array on the current arena or pool, or None.
+        """numpy's out= for an op's result: None on the heap (numpy allocates), else an array on
+        the current arena or pool. Ops write `np.add(a, b, out=ctx.out(a, b))`.
 
         shape defaults to numpy's broadcasting of `like` (or is a function of them), dtype to
         numpy's promotion of them (a float type when floating=True, for exp, log, ...), and kind
-        to "activation" in forward and "grad" in backward.
+        to "activation" in forward and "grad" in backward. ctx.arena (the allocator of the scope
+        the op ran in, or None) is tested first, so that eager code on the heap pays one call
+        and no shape or dtype arithmetic. (The keywords are spelled out, not **kwargs: a misspelt
+        one then fails on the heap too, not only on an arena.)
         """
         allocator = self.arena
         if allocator is None:
@@ -113,14 +104,20 @@ class Function:
             shape = result_shape(like)
         elif callable(shape):
             shape = shape(*like)
+        elif type(shape) is not tuple:
+            shape = tuple(shape)
         if dtype is None:
             dtype = result_dtype(like)
             if floating and dtype.kind != "f":
                 dtype = np.dtype(np.float64)
+        elif not isinstance(dtype, np.dtype):   # (np.float32, "float32": allocators take a dtype)
+            dtype = np.dtype(dtype)
         if kind is None:
             kind = "activation" if self.grad_output is None else "grad"
         self._last_buffer = last = allocator._alloc(shape, dtype, kind, self.name)
         return last[0]
+
+    out = buffer   # the name ops use in forward and backward: ctx.out(a, b)
 
     def grad_buffer(self, i: int, shape: tuple, dtype):
         """Where backward writes the gradient for input i (an out= array, or None).

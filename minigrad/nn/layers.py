@@ -18,7 +18,7 @@ import numpy as np
 
 from .. import ops
 from ..errors import DtypeError, ShapeError
-from ..modes import name_scope
+from ..modes import modes, name_scope
 from ..names import check_name
 from ..eager.variable import Variable, create_leaf
 
@@ -39,13 +39,16 @@ class Module:
         # node it makes records where in the model it was made.
         running = _running.modules
         name = scope_name(self, running[-1] if running else None)
+        if name is not None and not (type(name) is str and name.isprintable()):
+            name = name_scope(name).name   # (checked: raises for a name a trace cannot carry)
         running.append(self)
+        previous = modes.scope   # name_scope(name)'s two steps, inline: every layer call is one
+        if name is not None:
+            modes.scope = previous + (name,)
         try:
-            if name is None:
-                return self.forward(*args, **kwargs)
-            with name_scope(name):
-                return self.forward(*args, **kwargs)
+            return self.forward(*args, **kwargs)
         finally:
+            modes.scope = previous
             running.pop()
 
     def modules(self) -> list:
@@ -106,8 +109,10 @@ def scope_name(module: Module, caller: Module | None) -> str | None:
         return name
     if caller is None:
         return None
-    if isinstance(caller, Sequential) and any(m is module for m in caller.layers):
-        return str(next(i for i, m in enumerate(caller.layers) if m is module))
+    if isinstance(caller, Sequential):
+        for i, m in enumerate(caller.layers):
+            if m is module:
+                return str(i)
     for attribute, value in vars(caller).items():
         if value is module:
             return attribute
