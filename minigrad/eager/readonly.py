@@ -84,28 +84,29 @@ def guard_saved(saved: tuple, inputs: tuple):
             return locks[0]   # (a lock alone is a whole guard: see ArrayLock)
         return SavedGuard.holding(locks) if locks else None
     found = _user_arrays(saved, inputs, user)
-    return SavedGuard(found, inputs) if found else None
+    return SavedGuard(found) if found else None
 
 
 def _locks_held(saved: tuple, user: list):
     """A shortcut of _user_arrays + SavedGuard for the common case, with the same result: each
-    saved array owns its memory and is either not a user array (and no user array is a view, so
-    none shares its memory) or a user array already locked, with nothing else referring to it when
-    it was (a parameter used again in the same graph: the lock alone is enough). Returns those
-    locks, or None when any saved array needs the general path."""
+    saved array is either a user array already locked, with nothing else referring to it when it
+    was (a parameter used again in the same graph, on the heap or an allocator: the lock alone is
+    enough), or shares no memory with any user array. Returns those locks, or None when any saved
+    array needs the general path (declining is always safe)."""
     locks = ()
     for array in saved:
-        if type(array) is not np.ndarray or array.base is not None:
+        if type(array) is not np.ndarray:
             return None
         for d in user:
             if array is d:
-                held = _held.get(id(array))
+                held = _held.get(id(array))   # (held.array is array: its own lock, not a base's)
                 lock = held() if held is not None and held.array is array else None
                 if lock is None or not lock.enough:
                     return None
                 locks += (lock,)
                 break
-            if d.base is not None:
+            # (two arrays that each own their memory share none: skip numpy's bounds check)
+            if (array.base is not None or d.base is not None) and np.may_share_memory(array, d):
                 return None
     return locks
 
@@ -179,7 +180,7 @@ class SavedGuard:
 
     __slots__ = ("locks", "snapshots")
 
-    def __init__(self, found: list, inputs: tuple):
+    def __init__(self, found: list):
         self.locks, self.snapshots = (), ()
         for array, extra in found:
             owner = array if array.base is None else _owner(array)
@@ -191,7 +192,7 @@ class SavedGuard:
             # A lock taken when no alias existed stays enough while it is held: views made since
             # came from a read-only array. (unaliased only counts for the first lock.)
             if lock is None or owner is not array or not lock.enough:
-                self.snapshots += ((array, array.tobytes(), _input_named(array, inputs)),)
+                self.snapshots += ((array, array.tobytes()),)
 
     @classmethod
     def holding(cls, locks: tuple):
@@ -202,9 +203,9 @@ class SavedGuard:
 
     def check(self, node) -> None:
         """Raise if a saved array changed since forward (a write that went past the lock)."""
-        for array, snapshot, which in self.snapshots:
-            if array.tobytes() != snapshot:
-                raise changed_error(node, array, which)
+        for array, snapshot in self.snapshots:
+            if array.tobytes() != snapshot:   # (the input is named only then: node.inputs)
+                raise changed_error(node, array, _input_named(array, node.inputs))
 
     def release(self) -> None:
         """Let go of the locks (the last holder of each sets its array's flag back)."""
