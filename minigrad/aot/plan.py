@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 
 from .. import optable
 from ..errors import MinigradError
+from ..gcpause import gc_paused
 from .derive import compute_required_saves
 from .ir import Graph, Operation, saved_name_of, unsaved
 
@@ -72,6 +73,7 @@ class MemoryPlan:
     __str__ = table
 
 
+@gc_paused()   # (a build of records and no cycle: see gcpause.py)
 def plan_memory(forward: Graph, backward: Graph, policy: str = "save_all", recompute=None) -> MemoryPlan:
     """Live ranges and peak bytes of forward + backward under a policy (see the module docstring)."""
     chosen: list = []
