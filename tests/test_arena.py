@@ -528,6 +528,28 @@ def test_a_popped_graph_unlocks_what_it_saved_even_while_its_loss_is_kept(make, 
     assert val is not None
 
 
+@pytest.mark.parametrize("make", [mg.Arena, mg.Pool], ids=["arena", "pool"])
+@pytest.mark.parametrize("end", ["backward, then a step in the scope", "popped without backward"])
+def test_a_parameter_saved_by_two_nodes_is_writable_again_when_its_graph_is_done(make, end):
+    # Tied weights: w is saved by both muls. Whichever way the graph ends (backward consumes it,
+    # or the scope pops it while its output is kept) both nodes and their records on the
+    # allocator let go of w's lock, so the optimiser may write it.
+    graph = make("graph-tied", 1 << 16) if make is mg.Arena else make("graph-tied")
+    w = mg.create_leaf(np.array([1.0, 2.0, 3.0]), requires_grad=True, name="w")
+    opt = mg.optim.SGD([w], lr=0.1)
+    with graph.scope():
+        out = ((mg.create_leaf(np.ones(3)) * w) * w).sum()
+        with pytest.raises(ValueError, match="read-only"):
+            w.data[0] = 5.0                                # saved by a live graph: guarded
+        if end.startswith("backward"):
+            out.backward()
+            opt.step()
+            np.testing.assert_allclose(w.numpy(), [1.0, 2.0, 3.0] - 0.1 * 2 * np.array([1, 2, 3]))
+    if end.startswith("popped"):
+        w.data[0] = 5.0                                    # the popped graph can never run
+        assert out is not None
+
+
 # =================================================================================================
 # Threads
 # =================================================================================================

@@ -18,7 +18,7 @@ from ..arena import stale_error
 from ..errors import DtypeError, MinigradError, ShapeError
 from ..kernels import result_dtype, result_shape
 from ..modes import modes
-from .readonly import exposes, guard_saved
+from .readonly import exposes, guard_saved, releasable
 from .guards import creation_site, describe
 from .variable import OPS, Variable
 
@@ -306,7 +306,7 @@ def _node_record(node, allocator):
     saved arrays (backward cannot run after it); on a pool, each saved array counts one more use."""
     block = allocator.reserve(32 + 8 * (len(node.inputs) + len(node.saved_tensors)), "node",
                               node.name)
-    block.lock = node._locked
+    block.lock = node._locked = releasable(node._locked)   # (two holders: node and record)
     allocator.retain_saved(node.saved_tensors)
     return block
 

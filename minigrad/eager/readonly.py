@@ -212,6 +212,13 @@ class SavedGuard:
         self.locks, self.snapshots = (), ()
 
 
+def releasable(guard):
+    """guard in a form whose release() lets go of its locks, for a guard with two holders (a
+    node and its arena or pool record: backward releases one, a scope's end the other). A lock
+    alone is let go only by dropping every reference to it."""
+    return SavedGuard.holding((guard,)) if type(guard) is ArrayLock else guard
+
+
 class ArrayLock:
     """One array kept read-only: held (referenced) by every node that saved it, alive while any
     of them is. enough: taken when nothing else referred to the array (see the module doc).
