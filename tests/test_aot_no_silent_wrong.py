@@ -87,6 +87,7 @@ def test_mse_of_one_shape_gives_the_parameter_its_gradient_in_aot():
 @pytest.mark.parametrize("reads_y", [True, False], ids=["y_read", "only_residual_out"])
 def test_fused_residual_rmsnorm_sums_a_broadcast_operand_gradient_back(r_shape, x_shape, reads_y):
     r, q, w = param(r_shape, "r"), param(x_shape, "q"), param((4,), "w")
+    w.requires_grad = reads_y   # (w reaches the loss only through y: else a constant here)
 
     def fn(x):
         residual_out, y = mg.fused_residual_rmsnorm(x * q, r, w)
@@ -150,6 +151,27 @@ def test_a_parameter_of_another_shape_than_captured_is_refused():
     with pytest.raises(aot.ExecuteError, match=r"Executor.run: parameter 'W' has shape \(4, 2\).*"
                        r"compiled for \(3, 2\)"):
         executor.run(np.ones((4, 3)))
+
+
+def test_a_trainable_leaf_read_through_the_closure_but_not_in_params_is_refused():
+    # It was copied into the plan as a constant: no d_W, and W's updates never seen.
+    W, b = param((3, 2), "W"), param((2,), "b")
+    with pytest.raises(aot.CaptureError, match=r"capture: fn reads the Variable 'W' of shape "
+                       r"\(3, 2\) \(float64\), which requires grad but is neither an input nor "
+                       r"one of params \(\['b'\]\).*no gradient.*Fix: pass it in params="):
+        aot.capture(lambda x: (x @ W + b).sum(), np.ones((4, 3)), params=[b])
+    with pytest.raises(aot.CaptureError, match=r"reads the Variable of shape \(2,\).*\(none given\)"):
+        aot.capture(lambda x: (x * mg.create_leaf(np.ones(2), requires_grad=True)).sum(),
+                    np.ones((4, 2)))
+
+
+def test_a_constant_leaf_or_a_detached_parameter_in_the_closure_is_still_a_constant():
+    W = param((3, 2), "W")
+    frozen = mg.create_leaf(W.data.copy(), name="frozen")
+    for constant in (frozen, W.detach()):
+        forward = aot.capture(lambda x: (x @ constant).sum(), np.ones((4, 3)))
+        executor = aot.Executor(forward, None, None, np.ones((4, 3)))
+        assert float(executor.run(np.ones((4, 3)))) == pytest.approx(4 * W.data.sum())
 
 
 def test_a_parameter_that_is_neither_variable_nor_array_is_refused():

@@ -9,6 +9,7 @@ inputs) and otherwise from the op ("relu_3"). Shapes and dtypes go into the grap
 What the graph walk cannot see, capture decides explicitly (never a silently stale plan):
 * a numpy array or leaf fn uses as a constant is copied at capture, read-only: changing the
   array afterwards does not change the plan (pass it as an input or a parameter to vary it);
+  a leaf that requires grad, neither an input nor in params, is refused (it would be frozen);
 * x.detach() inside fn, and the .data of a traced tensor used as a constant, become
   stop_gradient(x): the live value on every run, with no gradient through it; every op after
   a detach() is recorded too (a float detach() result is the output of a StopGradient node
@@ -302,6 +303,8 @@ def _name_leaf(graph: Graph, x: Variable, names: dict, owners: dict) -> None:
             graph.operations.append(Operation(f"stop_gradient_{len(graph.operations)}",
                                               "stop_gradient", (source,), (names[id(x)],)))
         return
+    if x.requires_grad:   # a trainable leaf frozen into the plan would get no gradient, silently
+        raise _unlisted_parameter(x, graph)
     fresh = f"const{len(graph.constants)}"   # (a name already taken gets this prefix)
     name = x.name if _is_free(x.name, graph) else \
         (f"{fresh}.{x.name}" if x.name else fresh)
@@ -310,6 +313,16 @@ def _name_leaf(graph: Graph, x: Variable, names: dict, owners: dict) -> None:
     constant.flags.writeable = False
     graph.constants[name] = constant
     graph.shape_env[name] = TensorInfo(x.shape, x.dtype)
+
+
+def _unlisted_parameter(x: Variable, graph: Graph) -> CaptureError:
+    what = f"'{x.name}' " if x.name else ""
+    return CaptureError(
+        f"capture: fn reads the Variable {what}of shape {x.shape} ({x.dtype}), which requires "
+        f"grad but is neither an input nor one of params ({graph.params or 'none given'}). Rule: "
+        f"the plan copies such a leaf as a constant, so it would get no gradient and never see "
+        f"its updates. Fix: pass it in params=[...] (or the model owning it, or as an input); "
+        f"for a constant, make it without requires_grad or use x.detach().")
 
 
 def _append(graph: Graph, v: Variable, names: dict, op_type: str, attrs: dict, inputs: list,
