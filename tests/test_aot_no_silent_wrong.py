@@ -375,6 +375,15 @@ def test_a_numpy_constant_changed_after_capture_does_not_change_the_plan():
 
 # -- 21: the inputs keep their values after run() ---------------------------------------------------
 
+def test_the_loss_returned_by_run_is_not_rewritten_by_the_next_run():
+    # losses.append(executor.run(x)) held the loss buffer itself: every entry became the last loss.
+    W = param((3, 2), "W")
+    executor = plan(lambda x: (x @ W).sum(), [W], np.ones((4, 3)))
+    losses = [executor.run(np.full((4, 3), float(k))) for k in (1, 2, 3)]
+    want = [k * 4 * W.data.sum() for k in (1, 2, 3)]
+    np.testing.assert_allclose([float(v) for v in losses], want, rtol=1e-12)
+
+
 def test_inputs_keep_their_values_after_run():
     W = param((3, 2), "W")
 
