@@ -410,7 +410,8 @@ def _leaf_on(allocator, array: np.ndarray, requires_grad: bool, name) -> Variabl
     copy[...] = array
     block.pinned = True   # a leaf outlives the backward that reads it (see Pool use counts)
     leaf = Variable(leaf_on_allocator(copy), requires_grad, None, name, block)
-    scoped = in_scope(allocator)   # else a parameter on its own arena: its .data is its array
+    # Will a scope take it back? (Else a parameter on its own arena: .data is its array.)
+    scoped = allocator is modes.allocator or (modes.allocator is not None and in_scope(allocator))
     if not scoped:
         block.handed = False
     if requires_grad:
