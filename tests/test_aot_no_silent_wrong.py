@@ -174,6 +174,36 @@ def test_a_constant_leaf_or_a_detached_parameter_in_the_closure_is_still_a_const
         assert float(executor.run(np.ones((4, 3)))) == pytest.approx(4 * W.data.sum())
 
 
+def test_two_unnamed_parameters_in_a_list_are_refused_as_they_match_by_position():
+    # Named param0, param1 by position: Executor(forward, backward, [B, A]) swapped two (3, 3)
+    # matrices without a word.
+    A, B = (mg.create_leaf(RNG.normal(size=(3, 3)), requires_grad=True) for _ in range(2))
+    fn = lambda x: ((x @ A).tanh() @ B).sum()   # noqa: E731
+    with pytest.raises(aot.CaptureError, match=r"parameters 0 and 1 of the list have no name.*"
+                       r"by position \(param0, param1\).*swap.*Fix: name them.*or pass a dict"):
+        aot.capture(fn, np.ones((2, 3)), params=[A, B])
+    A.name, B.name = "A", "B"                      # named: matched by name, in any order
+    forward = aot.capture(fn, np.ones((2, 3)), params=[A, B])
+    executor = aot.Executor(forward, aot.derive_backward_graph(forward), [B, A], np.ones((2, 3)))
+    assert float(executor.run(np.ones((2, 3)))) == pytest.approx(fn(mg.create_leaf(np.ones((2, 3)))).item())
+
+
+def test_one_unnamed_parameter_or_a_module_is_still_captured():
+    W = mg.create_leaf(RNG.normal(size=(3, 2)), requires_grad=True)
+    forward = aot.capture(lambda x: (x @ W).sum(), np.ones((4, 3)), params=[W])
+    assert forward.params == ["param0"]
+
+    class Pair(mg.nn.Module):                       # unnamed, but listed by the module itself
+        def __init__(self):
+            self.a = mg.create_leaf(np.ones((3, 3)), requires_grad=True)
+            self.b = mg.create_leaf(np.ones((3, 3)), requires_grad=True)
+
+        def forward(self, x):
+            return (x @ self.a @ self.b).sum()
+    pair = Pair()
+    assert len(aot.capture(pair, np.ones((2, 3)), params=pair).params) == 2
+
+
 def test_a_parameter_that_is_neither_variable_nor_array_is_refused():
     W = param((3, 2), "W")
     forward = aot.capture(lambda x: (x @ W).sum(), np.ones((4, 3)), params=[W])

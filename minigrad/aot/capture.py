@@ -155,12 +155,21 @@ def named_params(params) -> dict:
     """name -> parameter, from a Module, a list of named Variables or a dict."""
     if params is None:
         return {}
-    if hasattr(params, "parameters"):
+    listed = not hasattr(params, "parameters")   # (a Module lists its parameters in one order)
+    if not listed:
         params = params.parameters()
     if isinstance(params, dict):
         return dict(params)
-    found, where = {}, {}
+    found, where, unnamed = {}, {}, []
     for i, p in enumerate(params):
+        unnamed += [] if getattr(p, "name", None) else [i]
+        if listed and len(unnamed) == 2:   # named by position: another order swaps them silently
+            raise CaptureError(
+                f"capture: parameters {unnamed[0]} and {unnamed[1]} of the list have no name, so "
+                f"they are named by position (param{unnamed[0]}, param{unnamed[1]}). Rule: a plan "
+                f"finds its parameters by name; by position, an Executor given them in another "
+                f"order would swap two of one shape without a word. Fix: name them (p.name = "
+                f"'W1', or create_leaf(..., name='W1')), or pass a dict name -> Variable.")
         name = p.name or f"param{i}"
         if name in found and found[name] is not p:
             raise CaptureError(
