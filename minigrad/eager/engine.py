@@ -143,7 +143,8 @@ def backward_groups(loss, order: str = "pending", *, shuffle=None) -> Iterator[l
 def compact_groups(loss, order: str = "pending", *, shuffle=None) -> Iterator[list]:
     """backward_groups() as the schedulers make them (see steps.expand), written to the trace
     when a recorder is on: what the trace and the stepper widget read."""
-    groups = _marked_stepping(_scheduler(order, shuffle)(loss, True, shuffle), loss.grad_fn)
+    root = getattr(loss, "grad_fn", None)   # (not a Variable: the scheduler's check_loss says so)
+    groups = _marked_stepping(_scheduler(order, shuffle)(loss, True, shuffle), root)
     recorder = modes.recorder
     return groups if recorder is None else _recorded(groups, recorder)
 
