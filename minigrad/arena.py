@@ -427,7 +427,8 @@ class Pool:
             block = self._live.get(id(base))
             if block is not None:
                 return block
-            base = getattr(base, "base", None)
+            # (an array handed out by hand_out stands on a memoryview of the Variable's array)
+            base = base.obj if isinstance(base, memoryview) else getattr(base, "base", None)
         return None
 
     def retain(self, array) -> None:
