@@ -392,7 +392,8 @@ def test_linear_in_aot_has_the_dtype_and_values_of_eager_linear():
     w = mg.create_leaf(normal(3, 4).astype(np.float32), requires_grad=True, name="W")
     b = mg.create_leaf(normal(4), requires_grad=True, name="b")
     eager = mg.linear(x, w, b).sum()
-    forward = aot.capture(lambda a: mg.linear(a, w, b).sum(), mg.create_leaf(x, name="x"))
+    forward = aot.capture(lambda a: mg.linear(a, w, b).sum(), mg.create_leaf(x, name="x"),
+                          params=[w, b])
     out = aot.Executor(forward, None, [w, b], x).run(x)
     assert out.dtype == eager.dtype == np.float64
     np.testing.assert_allclose(out, eager.data, rtol=1e-6)
