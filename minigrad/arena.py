@@ -15,6 +15,7 @@ import math
 import operator
 import threading
 import weakref
+from sys import getrefcount
 
 import numpy as np
 
@@ -42,7 +43,7 @@ class Block:
     """
 
     __slots__ = ("offset", "nbytes", "kind", "owner", "alive", "allocator", "uses", "buffer",
-                 "pinned", "lock")
+                 "pinned", "lock", "handed", "grad_block")
 
     def __init__(self, offset: int, nbytes: int, kind: str, owner: str | None, allocator):
         self.offset, self.nbytes, self.kind, self.owner = offset, nbytes, kind, owner
@@ -52,6 +53,9 @@ class Block:
         self.buffer = None       # Pool only: the byte buffer to return to the free list
         self.pinned = False      # leaves and their grads: never freed by use counts
         self.lock = None         # a graph node's record: its saved arrays' read-only lock
+        self.handed = None       # tokens of the arrays handed to the user (see hand_out);
+                                 # False: a leaf's block no scope takes back (handed out as is)
+        self.grad_block = None   # a leaf's data block: the block of its gradient buffer
 
     def as_dict(self) -> dict:
         return {"offset": self.offset, "nbytes": self.nbytes, "kind": self.kind,
@@ -75,6 +79,38 @@ def is_allocator_buffer(array) -> bool:
     """True when array is the byte buffer of a live Arena or Pool."""
     ref = BUFFER_OWNERS.get(id(array))
     return ref is not None and ref() is array
+
+
+def hand_out(array: np.ndarray, block: Block) -> np.ndarray:
+    """array, as given to the user, when it lives on block: the same memory, remembered.
+
+    A Variable used after its scope ended raises StaleVariableError, but an array taken from it
+    inside the scope (`kept.append(y.data)`) is plain numpy: it would silently show the next
+    batch's numbers once the memory is reused. So the array handed out is made on a memoryview
+    the block keeps (every view of that array leads to it, so its reference count says whether
+    the user still holds one), and a block taken back while one is held does not have
+    its memory reused: an arena swaps the chunk for a fresh one, a pool drops the buffer. The
+    kept array keeps its values; Python frees the memory when the user lets go."""
+    out = np.asarray(memoryview(array))
+    handed = block.handed
+    if handed is None:
+        handed = block.handed = []
+    elif len(handed) >= 16:        # forget the tokens nobody holds (bounded, as .data is read often)
+        handed[:] = [token for token in handed if getrefcount(token) > 3]
+    handed.append(out.base)        # (numpy's own memoryview under out)
+    return out
+
+
+def _held(tokens: list) -> bool:
+    """Does the user still hold an array handed out with these tokens? (A token referred to by
+    more than the list, the loop and getrefcount's argument is the base of a live array.)"""
+    return any(getrefcount(token) > 3 for token in tokens)
+
+
+def same_memory(a: np.ndarray, b: np.ndarray) -> bool:
+    """Do a and b show the same numbers (same address, shape, strides and dtype)?"""
+    return (a.__array_interface__["data"][0] == b.__array_interface__["data"][0]
+            and a.shape == b.shape and a.strides == b.strides and a.dtype == b.dtype)
 
 
 def _aligned_bytes(nbytes: int) -> np.ndarray:
@@ -194,10 +230,14 @@ class Arena:
         cut = bisect.bisect_left(blocks, mark, key=_offset)   # (the ledger is in address order)
         popped = blocks[cut:]
         del blocks[cut:]
+        held = False
         for block in popped:
             block.alive = False   # (_take_back's first step, here for the many blocks with no lock)
             if block.lock is not None:
                 _take_back(block)
+            held = held or (bool(block.handed) and _held(block.handed))
+        if held:                  # the user keeps an array on these bytes: do not reuse them
+            self._swap_chunks_above(mark)
         self._top = mark
         i = self._chunk
         while i > 0 and self._starts[i] > mark:
@@ -206,6 +246,15 @@ class Arena:
         if modes.recorder is not None and popped:
             popped.reverse()   # top first, the order they are taken back in
             modes.recorder.on_pop(self, popped)
+
+    def _swap_chunks_above(self, mark: int) -> None:
+        """Give every chunk holding bytes at or above mark a fresh buffer of its size: arrays on
+        the old one (live blocks below mark, and what the user kept) keep it, and the arena
+        allocates from the new one. Offsets, capacity and the ledger stay as they were."""
+        first = bisect.bisect_right(self._starts, mark) - 1
+        for i in range(max(first, 0), len(self._chunks)):
+            self._chunks[i] = _aligned_bytes(len(self._chunks[i]))
+        self._set_chunk(self._chunk)
 
     def scope(self) -> "Scope":
         """`with arena.scope():` makes this the thread's current allocator and pops everything
@@ -264,6 +313,11 @@ class Scope:
 _threads = threading.local()
 
 
+def in_scope(allocator) -> bool:
+    """Is a scope of allocator open on this thread (so what it allocates now is taken back)?"""
+    return any(scope.allocator is allocator for scope in _open_scopes())
+
+
 def _open_scopes() -> list:
     stack = getattr(_threads, "scopes", None)
     if stack is None:
@@ -301,6 +355,7 @@ class Pool:
         self._free: dict[int, list] = {}         # size class -> [(offset, buffer), ...]
         self._live: dict[int, Block] = {}        # id of a buffer's owning array -> its live block
         self._released_early: set[int] = set()   # grad_outputs a node gave back before done_with
+        self._kept: list = []                    # freed buffers the user still holds arrays on
         self.capacity = 0
         self.used = 0
         self.high_water = 0
@@ -315,6 +370,8 @@ class Pool:
         nbytes = _nbytes(shape, dtype)
         size = max(ALIGNMENT, 1 << max(nbytes - 1, 0).bit_length())
         free = self._free.get(size)
+        if not free and self._kept:   # buffers the user held when freed, perhaps let go since
+            free = self._reclaim(size)
         if free:
             offset, buffer = free.pop()
         else:
@@ -343,10 +400,24 @@ class Pool:
         _take_back(block)
         self.used -= block.nbytes
         del self._live[id(block.buffer.base)]
-        self._free.setdefault(block.nbytes, []).append((block.offset, block.buffer))
+        if block.handed and _held(block.handed):   # the user keeps an array on it (hand_out)
+            self._kept.append((block.offset, block.buffer, block.nbytes, block.handed))
+        else:
+            self._free.setdefault(block.nbytes, []).append((block.offset, block.buffer))
         block.buffer = None
         if modes.recorder is not None:
             modes.recorder.on_free(block)
+
+    def _reclaim(self, size: int) -> list:
+        """Put the kept buffers nobody holds any more back on their free lists; size's list."""
+        still = []
+        for offset, buffer, nbytes, handed in self._kept:
+            if _held(handed):
+                still.append((offset, buffer, nbytes, handed))
+            else:
+                self._free.setdefault(nbytes, []).append((offset, buffer))
+        self._kept = still
+        return self._free.get(size)
 
     # -- use counts: the engine calls these so backward can free memory early -----------------
     def block_of(self, array) -> Block | None:
@@ -356,7 +427,8 @@ class Pool:
             block = self._live.get(id(base))
             if block is not None:
                 return block
-            base = getattr(base, "base", None)
+            # (an array handed out by hand_out stands on a memoryview of the Variable's array)
+            base = base.obj if isinstance(base, memoryview) else getattr(base, "base", None)
         return None
 
     def retain(self, array) -> None:

@@ -17,7 +17,7 @@ import math
 
 import numpy as np
 
-from .errors import InplaceError
+from .errors import InplaceError, ShapeError
 from .eager.variable import Variable
 
 __all__ = ["Optimizer", "SGD", "Adam"]
@@ -60,10 +60,13 @@ class Optimizer:
         """Update every parameter that has a gradient, in place."""
         todo = [(i, p) for i, p in enumerate(self.params) if p._grad is not None]
         # Check all before changing any, so a refused step leaves parameters and state as they were.
-        for _, p in todo:
+        for i, p in todo:
             p._check_alive()   # a parameter made inside a batch scope is stale by now
             if not p._data.flags.writeable:
                 raise _locked_error(self, p)
+            state = self.state[i]
+            if state is not None and state["scratch"].shape != p._data.shape:
+                raise _reshaped_error(self, p, state["scratch"].shape)
         for i, p in todo:
             try:
                 self._update(i, p._data, p._grad)
@@ -74,6 +77,16 @@ class Optimizer:
 
     def _update(self, i: int, data: np.ndarray, grad: np.ndarray) -> None:
         raise NotImplementedError
+
+
+def _reshaped_error(opt: Optimizer, p: Variable, state_shape: tuple) -> ShapeError:
+    name = repr(p.name) if p.name else "of the list"
+    return ShapeError(
+        f"{type(opt).__name__}.step(): parameter {name} has shape {p.shape}, but the state the "
+        f"optimiser keeps for it (its scratch, momentum or moments) has shape {state_shape}: "
+        f"its .data was given another shape since the last step. Rule: an optimiser's state "
+        f"has each parameter's shape. Fix: make a new optimiser after changing a parameter's "
+        f"shape.")
 
 
 def _locked_error(opt: Optimizer, p: Variable) -> InplaceError:

@@ -87,6 +87,7 @@ def test_mse_of_one_shape_gives_the_parameter_its_gradient_in_aot():
 @pytest.mark.parametrize("reads_y", [True, False], ids=["y_read", "only_residual_out"])
 def test_fused_residual_rmsnorm_sums_a_broadcast_operand_gradient_back(r_shape, x_shape, reads_y):
     r, q, w = param(r_shape, "r"), param(x_shape, "q"), param((4,), "w")
+    w.requires_grad = reads_y   # (w reaches the loss only through y: else a constant here)
 
     def fn(x):
         residual_out, y = mg.fused_residual_rmsnorm(x * q, r, w)
@@ -150,6 +151,57 @@ def test_a_parameter_of_another_shape_than_captured_is_refused():
     with pytest.raises(aot.ExecuteError, match=r"Executor.run: parameter 'W' has shape \(4, 2\).*"
                        r"compiled for \(3, 2\)"):
         executor.run(np.ones((4, 3)))
+
+
+def test_a_trainable_leaf_read_through_the_closure_but_not_in_params_is_refused():
+    # It was copied into the plan as a constant: no d_W, and W's updates never seen.
+    W, b = param((3, 2), "W"), param((2,), "b")
+    with pytest.raises(aot.CaptureError, match=r"capture: fn reads the Variable 'W' of shape "
+                       r"\(3, 2\) \(float64\), which requires grad but is neither an input nor "
+                       r"one of params \(\['b'\]\).*no gradient.*Fix: pass it in params="):
+        aot.capture(lambda x: (x @ W + b).sum(), np.ones((4, 3)), params=[b])
+    with pytest.raises(aot.CaptureError, match=r"reads the Variable of shape \(2,\).*\(none given\)"):
+        aot.capture(lambda x: (x * mg.create_leaf(np.ones(2), requires_grad=True)).sum(),
+                    np.ones((4, 2)))
+
+
+def test_a_constant_leaf_or_a_detached_parameter_in_the_closure_is_still_a_constant():
+    W = param((3, 2), "W")
+    frozen = mg.create_leaf(W.data.copy(), name="frozen")
+    for constant in (frozen, W.detach()):
+        forward = aot.capture(lambda x: (x @ constant).sum(), np.ones((4, 3)))
+        executor = aot.Executor(forward, None, None, np.ones((4, 3)))
+        assert float(executor.run(np.ones((4, 3)))) == pytest.approx(4 * W.data.sum())
+
+
+def test_two_unnamed_parameters_in_a_list_are_refused_as_they_match_by_position():
+    # Named param0, param1 by position: Executor(forward, backward, [B, A]) swapped two (3, 3)
+    # matrices without a word.
+    A, B = (mg.create_leaf(RNG.normal(size=(3, 3)), requires_grad=True) for _ in range(2))
+    fn = lambda x: ((x @ A).tanh() @ B).sum()   # noqa: E731
+    with pytest.raises(aot.CaptureError, match=r"parameters 0 and 1 of the list have no name.*"
+                       r"by position \(param0, param1\).*swap.*Fix: name them.*or pass a dict"):
+        aot.capture(fn, np.ones((2, 3)), params=[A, B])
+    A.name, B.name = "A", "B"                      # named: matched by name, in any order
+    forward = aot.capture(fn, np.ones((2, 3)), params=[A, B])
+    executor = aot.Executor(forward, aot.derive_backward_graph(forward), [B, A], np.ones((2, 3)))
+    assert float(executor.run(np.ones((2, 3)))) == pytest.approx(fn(mg.create_leaf(np.ones((2, 3)))).item())
+
+
+def test_one_unnamed_parameter_or_a_module_is_still_captured():
+    W = mg.create_leaf(RNG.normal(size=(3, 2)), requires_grad=True)
+    forward = aot.capture(lambda x: (x @ W).sum(), np.ones((4, 3)), params=[W])
+    assert forward.params == ["param0"]
+
+    class Pair(mg.nn.Module):                       # unnamed, but listed by the module itself
+        def __init__(self):
+            self.a = mg.create_leaf(np.ones((3, 3)), requires_grad=True)
+            self.b = mg.create_leaf(np.ones((3, 3)), requires_grad=True)
+
+        def forward(self, x):
+            return (x @ self.a @ self.b).sum()
+    pair = Pair()
+    assert len(aot.capture(pair, np.ones((2, 3)), params=pair).params) == 2
 
 
 def test_a_parameter_that_is_neither_variable_nor_array_is_refused():
@@ -352,6 +404,15 @@ def test_a_numpy_constant_changed_after_capture_does_not_change_the_plan():
 
 
 # -- 21: the inputs keep their values after run() ---------------------------------------------------
+
+def test_the_loss_returned_by_run_is_not_rewritten_by_the_next_run():
+    # losses.append(executor.run(x)) held the loss buffer itself: every entry became the last loss.
+    W = param((3, 2), "W")
+    executor = plan(lambda x: (x @ W).sum(), [W], np.ones((4, 3)))
+    losses = [executor.run(np.full((4, 3), float(k))) for k in (1, 2, 3)]
+    want = [k * 4 * W.data.sum() for k in (1, 2, 3)]
+    np.testing.assert_allclose([float(v) for v in losses], want, rtol=1e-12)
+
 
 def test_inputs_keep_their_values_after_run():
     W = param((3, 2), "W")

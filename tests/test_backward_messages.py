@@ -127,3 +127,17 @@ def test_backward_after_a_stepped_backward_was_closed_half_way_is_refused(stop):
         loss.backward()
     assert "closed half way" in str(excinfo.value) and "run forward again" in str(excinfo.value)
     assert w.grad is None
+
+
+@pytest.mark.parametrize("call", [
+    lambda losses: mg.backward(losses),
+    lambda losses: list(mg.backward_steps(losses)),
+    lambda losses: mg.backward(tuple(losses)),
+])
+def test_backward_of_a_list_of_losses_says_to_sum_them(call):
+    # was: AttributeError: 'list' object has no attribute 'requires_grad'
+    x = mg.create_leaf(np.array([1.0, 2.0]), requires_grad=True)
+    h = x * 2.0
+    with pytest.raises(errors.BackwardError, match=r"backward\(\) takes one loss Variable, got (list|tuple)\. "
+                       r"Fix: .*sum them and call backward once, mg.backward\(l1 \+ l2\)"):
+        call([h.sum(), (h * h).sum()])

@@ -305,6 +305,28 @@ def test_threads_sharing_one_copy_false_array_keep_the_lock_table_consistent():
     assert shared.flags.writeable                      # every lock was given back
 
 
+def test_two_threads_backward_into_one_shared_parameter_lose_no_update():
+    # numpy lets go of the GIL inside a large np.add: two backwards summing into one parameter's
+    # .grad at once read-modified-wrote it over each other (a few of 2e6 entries lost a 1).
+    n, rounds = 2_000_000, 10
+    w = mg.create_leaf(np.ones(n), requires_grad=True)
+    x = mg.create_leaf(np.ones(n))
+    start = threading.Barrier(2)
+
+    def train():
+        for _ in range(rounds):
+            loss = (w * x).sum()
+            start.wait()                                   # both backwards at the same moment
+            loss.backward()
+
+    threads = [threading.Thread(target=train) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert int((w.grad != 2 * rounds).sum()) == 0
+
+
 def test_a_lock_taken_in_the_window_before_the_last_one_ends_hands_the_flag_over():
     # Another thread can take an array's lock between its last holder letting go and that lock's
     # unlock running: the new lock must keep the array read-only (the old unlock leaves it alone)
@@ -346,6 +368,69 @@ def test_shared_variable_of_allocator_memory_goes_stale_with_its_scope(make, whe
             kept.data
         with pytest.raises(StaleVariableError):
             kept + 1.0
+
+
+# --- an array taken out of a scope keeps its values ----------------------------------------------
+
+def _allocator(where, name):
+    return mg.Arena(name, 1 << 12) if where == "arena" else mg.Pool(name)
+
+
+@pytest.mark.parametrize("where", ["arena", "pool"])
+def test_arrays_taken_from_variables_in_a_scope_keep_their_values_after_it(where):
+    # The Variables go stale; arrays taken from them (.data, a slice of it, a leaf's .grad, a
+    # no_grad output) are plain numpy and used to show the next batch's numbers.
+    allocator = _allocator(where, "kept")
+    w = param([1.0, 1.0, 1.0])
+    data, slices, grads, evaluated = [], [], [], []
+    for k in range(4):
+        with allocator.scope():
+            x = mg.create_leaf(np.full(3, float(k)), requires_grad=True)
+            y = x * x * w
+            data.append(y.data)
+            slices.append(y.data[1:])
+            y.sum().backward()
+            grads.append(x.grad)
+            with mg.no_grad():
+                evaluated.append((x * 10.0).data)
+    for k in range(4):
+        np.testing.assert_allclose(data[k], np.full(3, k * k), err_msg=f"batch {k}")
+        np.testing.assert_allclose(slices[k], np.full(2, k * k))
+        np.testing.assert_allclose(grads[k], np.full(3, 2.0 * k))
+        np.testing.assert_allclose(evaluated[k], np.full(3, 10.0 * k))
+    with pytest.raises(StaleVariableError):
+        y.data
+
+
+@pytest.mark.parametrize("where", ["arena", "pool"])
+def test_memory_is_reused_once_nothing_taken_from_it_is_held(where):
+    allocator = _allocator(where, "reuse")
+    for k in range(6):
+        with allocator.scope():
+            y = mg.create_leaf(np.full(3, float(k))) * 2.0
+            held = y.data                                  # still bound when the scope ends
+            assert held[0] == 2.0 * k
+        if k == 0:
+            first = allocator.capacity
+    assert allocator.capacity <= 2 * first                 # let go of a step later: reused
+    capacity = allocator.capacity
+    arena_chunk = getattr(allocator, "_chunks", [None])[0]
+    for k in range(6):
+        with allocator.scope():
+            total = float((mg.create_leaf(np.full(3, float(k))) * 2.0).data.sum())  # a float only
+            assert total == pytest.approx(6.0 * k)
+    assert allocator.capacity == capacity                  # a pool took no new buffer,
+    assert getattr(allocator, "_chunks", [None])[0] is arena_chunk   # an arena kept its chunk
+
+
+def test_a_parameter_on_its_own_arena_hands_out_its_array_itself():
+    # (no scope takes it back: .data is the array the optimiser updates, views refer to it)
+    perm = mg.Arena("perm-own", 1 << 12)
+    w = param([1.0, 2.0, 3.0], arena=perm)
+    assert w.data is w.data and w.data[1:].base is w.data
+    with perm.scope():
+        h = mg.create_leaf(np.ones(3), arena=perm)
+        assert h.data is not h.data                        # made inside a scope: remembered
 
 
 # --- the index of x[index] is copied (item 4) --------------------------------------------------

@@ -220,6 +220,25 @@ def test_step_with_a_live_graph_holding_a_parameter_is_a_clear_error():
     assert not np.array_equal(model.parameters()[0].data, before[0])
 
 
+@pytest.mark.parametrize("make", [lambda ps: mg.optim.SGD(ps, lr=0.1, momentum=0.9),
+                                  lambda ps: mg.optim.Adam(ps, lr=0.1),
+                                  lambda ps: mg.optim.SGD(ps, lr=0.1)])
+@pytest.mark.parametrize("new_shape", [(3,), (1,)])
+def test_step_after_a_parameter_changed_shape_names_the_rule(make, new_shape):
+    # was numpy's "operands could not be broadcast together" from inside the update
+    w = mg.create_leaf(np.array([1.0, 2.0]), requires_grad=True, name="w")
+    opt = make([w])
+    (w * w).sum().backward()
+    opt.step()
+    w.data = np.ones(new_shape)
+    opt.zero_grad()
+    (w * w).sum().backward()
+    with pytest.raises(mg.errors.ShapeError, match=rf"step\(\): parameter 'w' has shape "
+                       rf"\({new_shape[0]},\), but the state .* has shape \(2,\).*Fix: make a new optimiser"):
+        opt.step()
+    np.testing.assert_allclose(w.data, np.ones(new_shape))   # refused before any change
+
+
 def test_optimiser_argument_errors():
     with pytest.raises(ValueError, match="no parameters"):
         optim.SGD([], lr=0.1)

@@ -302,6 +302,39 @@ def test_misuse_of_an_op_is_a_clear_minigrad_error(call, error, pattern):
     assert isinstance(info.value, MinigradError)
 
 
+AXIS_TAKERS = [
+    ("sum", lambda x, axis: x.sum(axis)), ("mean", lambda x, axis: x.mean(axis)),
+    ("max", lambda x, axis: x.max(axis)), ("softmax", lambda x, axis: x.softmax(axis)),
+    ("log_softmax", lambda x, axis: x.log_softmax(axis)),
+    ("concat", lambda x, axis: mg.concat([x, x], axis)),
+    ("stack", lambda x, axis: mg.stack([x, x], axis)),
+]
+
+
+BAD_AXES = [(op, call, axis) for op, call in AXIS_TAKERS
+            for axis in [True, np.True_, 1.0] + ([] if op in ("concat", "stack") else [(0, True)])]
+
+
+@pytest.mark.parametrize("op, call, axis", BAD_AXES,
+                         ids=[f"{op}-{axis!r}" for op, _, axis in BAD_AXES])
+def test_an_axis_that_is_a_bool_or_a_float_is_refused_not_read_as_axis_1(op, call, axis):
+    # x.sum(True) means keepdims to its writer; numpy refuses a bool axis, and minigrad summed
+    # axis 1 without a word (stack too). Tuples only where the op takes a tuple of axes.
+    x = _leaf(np.arange(6.0).reshape(2, 3), True)
+    what = ("a float, not an integer" if isinstance(axis, float)
+            else "a bool, not an axis.*keepdims is passed by name")
+    with pytest.raises(ShapeError, match=rf"{op}: inputs of shapes \(2, 3\).*axis .*{what}.*Rule: .*Fix: "):
+        call(x, axis)
+
+
+def test_numpy_integer_axes_are_still_axes():
+    x = _leaf(np.arange(6.0).reshape(2, 3), True)
+    np.testing.assert_allclose(x.sum(np.int64(1)).data, [3.0, 12.0])
+    np.testing.assert_allclose(x.max(axis=(np.int32(0), -1)).data, 5.0)
+    assert mg.stack([x, x], np.int64(-1)).shape == (2, 3, 2)
+    assert x.softmax((0, np.int64(1))).shape == (2, 3)
+
+
 def test_a_positive_constant_base_keeps_its_gradient():
     assert gradcheck(lambda v: 2.5 ** v, normal(3))
 
@@ -359,7 +392,8 @@ def test_linear_in_aot_has_the_dtype_and_values_of_eager_linear():
     w = mg.create_leaf(normal(3, 4).astype(np.float32), requires_grad=True, name="W")
     b = mg.create_leaf(normal(4), requires_grad=True, name="b")
     eager = mg.linear(x, w, b).sum()
-    forward = aot.capture(lambda a: mg.linear(a, w, b).sum(), mg.create_leaf(x, name="x"))
+    forward = aot.capture(lambda a: mg.linear(a, w, b).sum(), mg.create_leaf(x, name="x"),
+                          params=[w, b])
     out = aot.Executor(forward, None, [w, b], x).run(x)
     assert out.dtype == eager.dtype == np.float64
     np.testing.assert_allclose(out, eager.data, rtol=1e-6)

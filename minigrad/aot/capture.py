@@ -9,6 +9,7 @@ inputs) and otherwise from the op ("relu_3"). Shapes and dtypes go into the grap
 What the graph walk cannot see, capture decides explicitly (never a silently stale plan):
 * a numpy array or leaf fn uses as a constant is copied at capture, read-only: changing the
   array afterwards does not change the plan (pass it as an input or a parameter to vary it);
+  a leaf that requires grad, neither an input nor in params, is refused (it would be frozen);
 * x.detach() inside fn, and the .data of a traced tensor used as a constant, become
   stop_gradient(x): the live value on every run, with no gradient through it; every op after
   a detach() is recorded too (a float detach() result is the output of a StopGradient node
@@ -154,12 +155,21 @@ def named_params(params) -> dict:
     """name -> parameter, from a Module, a list of named Variables or a dict."""
     if params is None:
         return {}
-    if hasattr(params, "parameters"):
+    listed = not hasattr(params, "parameters")   # (a Module lists its parameters in one order)
+    if not listed:
         params = params.parameters()
     if isinstance(params, dict):
         return dict(params)
-    found, where = {}, {}
+    found, where, unnamed = {}, {}, []
     for i, p in enumerate(params):
+        unnamed += [] if getattr(p, "name", None) else [i]
+        if listed and len(unnamed) == 2:   # named by position: another order swaps them silently
+            raise CaptureError(
+                f"capture: parameters {unnamed[0]} and {unnamed[1]} of the list have no name, so "
+                f"they are named by position (param{unnamed[0]}, param{unnamed[1]}). Rule: a plan "
+                f"finds its parameters by name; by position, an Executor given them in another "
+                f"order would swap two of one shape without a word. Fix: name them (p.name = "
+                f"'W1', or create_leaf(..., name='W1')), or pass a dict name -> Variable.")
         name = p.name or f"param{i}"
         if name in found and found[name] is not p:
             raise CaptureError(
@@ -302,6 +312,8 @@ def _name_leaf(graph: Graph, x: Variable, names: dict, owners: dict) -> None:
             graph.operations.append(Operation(f"stop_gradient_{len(graph.operations)}",
                                               "stop_gradient", (source,), (names[id(x)],)))
         return
+    if x.requires_grad:   # a trainable leaf frozen into the plan would get no gradient, silently
+        raise _unlisted_parameter(x, graph)
     fresh = f"const{len(graph.constants)}"   # (a name already taken gets this prefix)
     name = x.name if _is_free(x.name, graph) else \
         (f"{fresh}.{x.name}" if x.name else fresh)
@@ -310,6 +322,16 @@ def _name_leaf(graph: Graph, x: Variable, names: dict, owners: dict) -> None:
     constant.flags.writeable = False
     graph.constants[name] = constant
     graph.shape_env[name] = TensorInfo(x.shape, x.dtype)
+
+
+def _unlisted_parameter(x: Variable, graph: Graph) -> CaptureError:
+    what = f"'{x.name}' " if x.name else ""
+    return CaptureError(
+        f"capture: fn reads the Variable {what}of shape {x.shape} ({x.dtype}), which requires "
+        f"grad but is neither an input nor one of params ({graph.params or 'none given'}). Rule: "
+        f"the plan copies such a leaf as a constant, so it would get no gradient and never see "
+        f"its updates. Fix: pass it in params=[...] (or the model owning it, or as an input); "
+        f"for a constant, make it without requires_grad or use x.detach().")
 
 
 def _append(graph: Graph, v: Variable, names: dict, op_type: str, attrs: dict, inputs: list,

@@ -11,7 +11,8 @@ The plain idea, without the speed trick: `env[out] = KERNEL[op.type](*[env[i] fo
 for each op in order. Views (reshape, identity, transpose) cost nothing: their output *is* a view
 of the input's buffer, made once. Every tensor keeps its own buffer (saved tensors included), so a
 saved.x is simply x's buffer; plan.py says how much memory a buffer-sharing runtime would need.
-Buffers are reused by the next run: copy a result to keep it.
+Buffers are reused by the next run: copy a result to keep it (run() returns its loss as a copy;
+grads() and executor[name] hand out the buffers themselves).
 
 run() copies each input and parameter into the plan's own buffer first, after checking its shape
 and kind of dtype: the plan reads a parameter's current array on every run (`w.data = new` and
@@ -152,7 +153,7 @@ class Executor:
         return array
 
     def run(self, *inputs):
-        """Forward then backward on new input values; returns the loss (a 0-d array)."""
+        """Forward then backward on new input values; returns the loss (a 0-d array of its own)."""
         env = self.env
         if len(inputs) != len(self.forward.inputs):
             raise ExecuteError(f"Executor.run: the graph has inputs {self.forward.inputs}, got "
@@ -165,7 +166,9 @@ class Executor:
             fn(*args)
         for fn, args in self.backward_calls:
             fn(*args)
-        return env[self.forward.outputs[0]]
+        # A copy: the loss buffer is rewritten by the next run, and `losses.append(run(x))`
+        # would otherwise hold the last loss many times. (One number; grads() hands out buffers.)
+        return env[self.forward.outputs[0]].copy()
 
     def _write(self, kind: str, name: str, value) -> None:
         buffer = self.env[name]

@@ -133,6 +133,11 @@ stepping_roots: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 def check_loss(loss):
     """The loss backward starts from: a scalar that requires grad, whose graph is not consumed
     and not being stepped through. Returns its node (None for a leaf loss)."""
+    if not hasattr(loss, "requires_grad"):   # (a list of losses, a number, an array)
+        raise BackwardError(
+            f"backward() takes one loss Variable, got {type(loss).__name__}. Fix: for several "
+            f"losses sum them and call backward once, mg.backward(l1 + l2) (their graphs may "
+            f"share nodes, which one backward consumes), or use mg.grad([l1, l2], inputs).")
     if not loss.requires_grad:
         who = describe(loss, with_shape=False)
         raise BackwardError(

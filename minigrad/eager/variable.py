@@ -14,7 +14,7 @@ import warnings
 import numpy as np
 
 from . import engine, higher
-from ..arena import stale_error
+from ..arena import hand_out, in_scope, same_memory, stale_error
 from ..errors import InplaceError, NonLeafGradWarning, ShapeError
 from ..modes import modes
 from ..names import check_name
@@ -55,6 +55,13 @@ class Variable:
         """The values. A leaf's array is yours to update (after backward); an op's output belongs
         to its graph and is handed out read-only: copy it with .numpy() to change it."""
         self._check_alive()
+        array, block = self._exposed(), self._block
+        if block is None or block.handed is False:   # the heap, or a leaf no scope takes back
+            return array
+        return hand_out(array, block)
+
+    def _exposed(self) -> np.ndarray:
+        """What .data shows: a leaf's own array, an op output's read-only view."""
         if self.grad_fn is None:
             return self._data
         view = self._data.view()
@@ -69,8 +76,8 @@ class Variable:
         if isinstance(value, Variable):
             value = value.data
         array = np.asarray(value, dtype=self._data.dtype)
-        if array is self._data:   # w.data -= lr * w.grad: changed in place, nothing to update
-            return
+        if array is self._data or same_memory(array, self._data):   # w.data -= lr * w.grad:
+            return                                                  # changed in place already
         if array.shape != self._data.shape:   # the old gradient was of another parameter
             if in_live_graph(self._data):
                 raise reshaped_while_saved(self, array.shape)
@@ -109,9 +116,13 @@ class Variable:
                 f"with backward_steps() (or the BackwardStepper widget) and read the 'accumulate' "
                 f"events, or make the value a leaf.", NonLeafGradWarning, stacklevel=2)
             return None
-        if self._grad is not None:
-            self._check_alive()
-        return self._grad
+        if self._grad is None:
+            return None
+        self._check_alive()
+        block = self._block
+        if block is None or block.grad_block is None:   # (a gradient on the heap)
+            return self._grad
+        return hand_out(self._grad, block.grad_block)
 
     @grad.setter
     def grad(self, value) -> None:
@@ -161,7 +172,8 @@ class Variable:
     def detach(self) -> "Variable":
         """The same data as a leaf that does not require grad (shares memory, and so goes stale
         with it when it lives on an arena or pool)."""
-        out = Variable(self.data, False, None, self.name, self._block)   # (read-only: op output)
+        self._check_alive()
+        out = Variable(self._exposed(), False, None, self.name, self._block)   # (read-only: op output)
         if modes.capture is not None:   # an aot capture is recording: a stop-gradient node there
             out = modes.capture.detached(self, out)
         return out
@@ -398,8 +410,14 @@ def _leaf_on(allocator, array: np.ndarray, requires_grad: bool, name) -> Variabl
     copy[...] = array
     block.pinned = True   # a leaf outlives the backward that reads it (see Pool use counts)
     leaf = Variable(leaf_on_allocator(copy), requires_grad, None, name, block)
+    # Will a scope take it back? (Else a parameter on its own arena: .data is its array.)
+    scoped = allocator is modes.allocator or (modes.allocator is not None and in_scope(allocator))
+    if not scoped:
+        block.handed = False
     if requires_grad:
         leaf._grad_buffer, grad_block = allocator._alloc(array.shape, array.dtype, "grad",
                                                          f"{name or 'param'}.grad")
         grad_block.pinned = True
+        if scoped:
+            block.grad_block = grad_block   # (.grad hands out its array as .data does)
     return leaf

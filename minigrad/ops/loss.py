@@ -9,6 +9,7 @@ from ..errors import DtypeError, ShapeError, TargetError
 from ..eager.function import Function, register
 from ..kernels import along_axis_compiler, plan_call
 from ..optable import SAME, define
+from .shape import checked_axes
 
 
 def _along_axis_backward_compiler(kernel):
@@ -30,6 +31,7 @@ class Softmax(Function):
 
     @staticmethod
     def forward(ctx, a, axis=-1):
+        axis = checked_axes(axis)
         z = kernels.softmax(a, axis, out=ctx.out(a, floating=True))
         ctx.axis = axis
         ctx.save_for_backward(z)
@@ -67,6 +69,7 @@ class LogSoftmax(Function):
 
     @staticmethod
     def forward(ctx, a, axis=-1):
+        axis = checked_axes(axis)
         z = kernels.log_softmax(a, axis, out=ctx.out(a, floating=True))
         ctx.axis = axis
         ctx.save_for_backward(z)

@@ -8,7 +8,7 @@ from ..eager.function import Function, register
 from ..kernels import (as_array, averaged_count, divide_total, max_backward, plan_call,
                        run_calls)
 from ..optable import define
-from .shape import BroadcastTo
+from .shape import BroadcastTo, axis_index
 
 _AXIS_RULE = "axis must be None, an int or a tuple of ints within the input's dimensions"
 _AXIS_FIX = "check x.shape and pick an axis in range(-x.ndim, x.ndim)"
@@ -18,8 +18,8 @@ def _normalize_axes(axis, ndim: int):
     """None, or a sorted tuple of non-negative axes."""
     if axis is None:
         return None
-    axes = (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)
-    for ax in axes:
+    axes = tuple(axis) if isinstance(axis, (tuple, list)) else (axis,)
+    for ax in map(axis_index, axes):
         if not -ndim <= ax < ndim:
             raise ValueError(f"axis {ax} is out of range for an input with {ndim} dimensions")
     return tuple(sorted(ax % ndim for ax in axes))

@@ -188,7 +188,7 @@ class Concat(Function):
 
     @staticmethod
     def forward(ctx, *arrays, axis=0):
-        ctx.axis = axis
+        ctx.axis = axis_index(axis)
         ctx.ends = np.cumsum([a.shape[axis] for a in arrays])[:-1]
         return np.concatenate(arrays, axis=axis)
 
@@ -241,7 +241,7 @@ class Stack(Function):
 
     @staticmethod
     def forward(ctx, *arrays, axis=0):
-        z = np.stack(arrays, axis=axis)
+        z = np.stack(arrays, axis=axis_index(axis))
         ctx.axis = axis % z.ndim
         return z
 
@@ -376,6 +376,23 @@ def sizes(op: str, shape) -> tuple:
         raise ShapeError(f"{op}: {shape!r} is not a shape. Rule: sizes and axes are integers, "
                          f"given as one int or a tuple of ints. Fix: e.g. {op}(x, (2, 3)).")
     return tuple(int(n) for n in items)
+
+
+def axis_index(axis):
+    """An axis is an integer, Python's or numpy's; numpy refuses a bool, and so does minigrad:
+    `x.sum(True)` (keepdims meant) would otherwise reduce axis 1. Raises ValueError, which the op
+    reports as a ShapeError naming the op, the shape and the rule."""
+    if isinstance(axis, (bool, np.bool_)):
+        raise ValueError(f"axis {axis!r} is a bool, not an axis; keepdims is passed by name, "
+                         f"x.sum(axis, keepdims=True)")
+    if not isinstance(axis, (int, np.integer)):
+        raise ValueError(f"axis {axis!r} is a {type(axis).__name__}, not an integer")
+    return axis
+
+
+def checked_axes(axis):
+    """One axis or a tuple of axes, each checked by axis_index."""
+    return tuple(map(axis_index, axis)) if isinstance(axis, tuple) else axis_index(axis)
 
 
 def concat(variables, axis: int = 0):
