@@ -606,3 +606,27 @@ def test_scopes_exited_out_of_order_raise_and_leave_the_thread_consistent():
     assert mg.arena.current_allocator() is None
     with pytest.raises(ScopeError, match="not open"):
         outer.__exit__(None, None, None)
+
+
+@pytest.mark.parametrize("compare", [lambda x, y: x == 0, lambda x, y: x != 0, lambda x, y: 0 == x,
+                                     lambda x, y: x == np.zeros(3), lambda x, y: x == y,
+                                     lambda x, y: x < y, lambda x, y: x >= 1.0],
+                         ids=["x == 0", "x != 0", "0 == x", "x == array", "x == y", "x < y",
+                              "x >= 1.0"])
+def test_comparing_a_variable_is_refused_not_read_as_identity(compare):
+    # Python's own == would compare identity: `x * (x == 0)` gave zeros with no word.
+    x, y = param([0.0, 1.0, 2.0], name="x"), param([0.0, 1.0, 2.0], name="y")
+    with pytest.raises(errors.ConversionError, match=r"not compared.*Fix: compare the arrays"):
+        compare(x, y)
+    np.testing.assert_array_equal(x.data == 0, [True, False, False])   # the fix works
+
+
+def test_variables_still_work_as_keys_and_by_identity():
+    import weakref
+    x, y = param([1.0]), param([1.0])
+    table, weak = {x: 1, y: 2}, weakref.WeakKeyDictionary({x: 1})
+    assert table[x] == 1 and table[y] == 2 and weak.get(x) == 1 and weak.get(y) is None
+    assert x in [x] and [x, x].count(x) == 2 and x == x and not (x != x)
+    out = x @ x                                         # (one input twice: grad_buffer counts by identity)
+    out.backward()
+    np.testing.assert_allclose(x.grad, [2.0])

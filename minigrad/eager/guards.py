@@ -78,6 +78,18 @@ def not_an_array(variable, what: str) -> ConversionError:
         f"(x.exp(), mg.exp(x), x.sum(), ...) to keep the gradient.")
 
 
+def not_comparable(variable, op: str, other) -> ConversionError:
+    """A comparison of a Variable: no op (it has no gradient), and Python's fallback for == and
+    != compares identity, one False or True instead of numpy's elementwise mask."""
+    theirs = describe(other) if hasattr(other, "grad_fn") else type(other).__name__
+    return ConversionError(
+        f"{op} of {describe(variable)} and {theirs}: a Variable is not compared (Python would "
+        f"compare identity and give one bool, not numpy's elementwise mask). Rule: comparisons "
+        f"have no gradient, so they are not ops. Fix: compare the arrays, e.g. `x.data == 0` or "
+        f"`x.data > y.data` (a numpy bool mask, used as a constant), or `x is y` to ask whether "
+        f"two Variables are the same one.")
+
+
 def log_of_base(base, exponent):
     """log(base) for base ** x = exp(x * log(base)): a constant base must be positive."""
     try:

@@ -52,7 +52,7 @@ def accumulate_step(node, inputs, parent, grad, count, first) -> tuple:
     """The compact record of one gradient sent to parent, and the count it left (see expand)."""
     fn = parent.grad_fn
     total = parent._grad if fn is None else fn.grad_output
-    if inputs.count(parent) > 1:   # x + x: the next write lands before anyone reads this one
+    if sum([x is parent for x in inputs]) > 1:   # x + x: the next write lands before a read
         total = preview(total)
     return ("accumulate", node, parent, grad, count, first, total)
 

@@ -19,7 +19,7 @@ from ..errors import InplaceError, NonLeafGradWarning, ShapeError
 from ..modes import modes
 from ..names import check_name
 from .guards import (check_leaf_dtype, check_shareable, checked_grad, describe, log_of_base,
-                     not_an_array, not_numeric, reshaped_while_saved)
+                     not_an_array, not_comparable, not_numeric, reshaped_while_saved)
 from .readonly import in_live_graph, leaf_on_allocator
 
 OPS: dict = {}   # op name -> Function subclass, filled by minigrad/ops via function.register
@@ -246,6 +246,32 @@ class Variable:
                 f"ambiguous (numpy's rule). Fix: reduce first, e.g. bool((x.data > 0).any()) or "
                 f"bool((x.data > 0).all()), or index one element.")
         return bool(self._data)
+
+    # -- comparisons are refused: no gradient, and Python's own == would compare identity ------
+    # (A Variable equals itself: weak-keyed tables look a Variable up by comparing it to itself.)
+    def __eq__(self, other):
+        if other is self:
+            return True
+        raise not_comparable(self, "==", other)
+
+    def __ne__(self, other):
+        if other is self:
+            return False
+        raise not_comparable(self, "!=", other)
+
+    def __lt__(self, other):
+        raise not_comparable(self, "<", other)
+
+    def __le__(self, other):
+        raise not_comparable(self, "<=", other)
+
+    def __gt__(self, other):
+        raise not_comparable(self, ">", other)
+
+    def __ge__(self, other):
+        raise not_comparable(self, ">=", other)
+
+    __hash__ = object.__hash__   # (by identity, as before: defining __eq__ would remove it)
 
     # -- numpy: operators are answered, the array protocol is refused --------------------------
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
