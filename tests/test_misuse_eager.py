@@ -627,6 +627,6 @@ def test_variables_still_work_as_keys_and_by_identity():
     table, weak = {x: 1, y: 2}, weakref.WeakKeyDictionary({x: 1})
     assert table[x] == 1 and table[y] == 2 and weak.get(x) == 1 and weak.get(y) is None
     assert x in [x] and [x, x].count(x) == 2 and x == x and not (x != x)
-    out = x @ x                                         # (one input twice: grad_buffer counts by identity)
+    out = x @ x                                # (one input twice: counted by identity)
     out.backward()
     np.testing.assert_allclose(x.grad, [2.0])
