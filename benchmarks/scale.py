@@ -69,6 +69,7 @@ class Case(NamedTuple):
     n: int
     target: float = 4.5                # 5.0 where n log n is the honest bound
     rounds: int = 7                    # more rounds: more chances of a quiet run of each size
+    close: Callable | None = None      # state -> None, after the clock (a widget: see measure)
 
 
 # -- the cases ----------------------------------------------------------------------------------
@@ -122,11 +123,14 @@ def _click_then_read(state) -> None:
 CASES = [
     Case("pending scheduler, unused consumers (backward)", _unused_consumers, _pending,
          n=16000, target=5.0),
-    Case("stepper.step() through a whole backward (live)", _stepper, _step_through, n=400),
+    Case("stepper.step() through a whole backward (live)", _stepper, _step_through, n=400,
+         close=lambda stepper: stepper.close()),
     Case("trace_of(chain)", chain, mg.trace_of, n=2000),
     Case("Tape.backward_steps() kept (list of steps)", tape_chain, _tape_steps, n=12000),
-    Case("box clicks (20, kernel side)", _click_state, _clicks, n=100),
-    Case("box click then read dot and folding", _click_state, _click_then_read, n=500),
+    Case("box clicks (20, kernel side)", _click_state, _clicks, n=100,
+         close=lambda state: state[0].close()),
+    Case("box click then read dot and folding", _click_state, _click_then_read, n=500,
+         close=lambda state: state[0].close()),
 ]
 # The ahead-of-time steps (derive, both memory plans, the Executor build) on an MLP of n layers:
 # their cases live in scale_aot.py, beside the workload, and run here too.
@@ -142,7 +146,11 @@ def measure(case: Case) -> tuple:
     Each timed run starts from the heap a run of its own size left: a run's garbage leaves
     holes that the next run's objects fill in whatever order they were freed, and a graph laid
     out in the holes of a 4x bigger one is slower to walk (the trace of 2,000 ops: +17 ms, +25%,
-    after a run at 8,000). So when the size changes, an untimed run of the new size goes first."""
+    after a run at 8,000). So when the size changes, an untimed run of the new size goes first.
+    And a widget is closed after its run: ipywidgets keeps every widget alive until closed (a
+    notebook may still show it), so 40 steppers left open made each later run pay for the ones
+    before (12,000 containers more per stepper of 400 ops for every full collection to rescan,
+    and the 4n runs' collections met the biggest heaps)."""
     last, kernel = [None], {}
 
     def once(n: int, gc_on: bool) -> tuple:
@@ -155,6 +163,8 @@ def measure(case: Case) -> tuple:
         seconds = clock() - start
         in_kernel = resource.getrusage(resource.RUSAGE_THREAD).ru_stime - kernel_start
         gc.enable()
+        if case.close is not None:
+            case.close(state)
         del state, result   # (freed after the clock: a caller keeps what it asked for)
         return seconds, in_kernel
 
