@@ -3,26 +3,28 @@
 A part that is linear in the size of its work costs about 4x at 4n; n log n a little more. Each
 case prints
 
-    scale <what>: n=… t=…ms 4n=… t=…ms ratio=… (target ≤ 4.5; fastest of 7 rounds; per-round …)
+    scale <what>: n=… t=…ms 4n=… t=…ms ratio=… (target ≤ 4.5; per-round quartiles …–…; …)
 
-with t the fastest run of each size over the rounds, in CPU time of the run (rounds.clock: on a
-shared machine the wall clock also counts other people's work), and `ratio` the ratio of the two
-fastest runs. The runs at n and 4n take turns in rounds (rounds.py), so each size meets the quiet
-moments and the busy ones alike. n is chosen so the small run takes at least about 50 ms; the
-ratio, not the time, is the figure. Tests pin the algorithms themselves (nodes visited, bytes kept
-per step, calls per item: tests/test_scale.py); this file shows what a user waits for.
+with t the median over rounds of the CPU time of one run (rounds.clock: on a shared machine the
+wall clock also counts other people's work). The runs at n and 4n take turns in rounds
+(rounds.py), and `ratio` is the median of the per-round ratios, each taken between two turns
+that met the same load; the quartiles are the spread to expect from a run again. n is chosen so
+the small run takes at least about 50 ms; the ratio, not the time, is the figure. Tests pin the
+algorithms themselves (nodes visited, bytes kept per step, and each function's calls and lines
+run at n and 4n: tests/test_scale.py); this file shows what a user waits for.
 
-Why the fastest run and not the median of the per-round ratios (which is printed too, with its
-quartiles, as "per-round"): load from other processes only ever adds time, and it adds more to a
-bigger working set. In rounds of the pending scheduler on this 2-core machine, a busy patch made
-the run at 4n 1.8x slower and the one at n 1.4x, so a round that met it gave 5.2 where the quiet
-rounds gave 3.5-4.1. The per-round ratios of one case spread over a whole unit (quartiles
-3.3-4.5 are typical), and with 5 to 7 rounds their median moved by ±0.5 from one run to the
-next, which put a linear part over 4.5 or under 4 by chance. The ratio of the fastest runs (the
-least disturbed of each size, as timeit advises) moved less in the same runs (the stepper, two
-runs, collector on and paused: 4.05, 3.80, 4.11, 4.00, where the median gave 4.05, 3.32, 3.48,
-4.16), and is not lower on average: it takes the load out, not the cost (the kept tape steps
-in the same way: 4.49 and 4.68 against medians 3.89 and 4.19).
+A turn at n is four runs one after the other (t is their mean): as long as one run at 4n, so
+that both sides of a ratio meet the load of an equally long stretch. Load from other processes
+comes and goes over seconds and adds more to a bigger working set (a busy patch made a run at 4n
+of the pending scheduler 1.8x slower, one at n 1.4x), and a 50 ms run can fall in a quiet moment
+that a 200 ms one cannot. With one run at n per turn, the per-round ratios of one case spread
+over a whole unit and their median moved by ±0.5 between runs, enough to put a linear part over
+4.5 or under 4 by chance (the stepper, the same session, collector on and paused, two runs each:
+medians 4.26, 3.69, 3.70, 4.11 and quartiles as wide as 3.27–5.38 for the kept tape steps); with
+four, 3.71, 3.89, 3.92, 4.20, with quartiles within 0.3 of the median in three of the four
+(the trace's, in one heavily loaded run, still spread 3.20–5.35). The ratio of the fastest turns is
+printed too ("fastest"): load only adds time, so it is the part with the least load in it, but
+taken from single runs it swung the most of all (3.03 to 4.83 in those runs).
 
     python benchmarks/scale.py            # every case
     python benchmarks/scale.py trace_of   # the cases whose name contains "trace_of"
@@ -68,7 +70,7 @@ class Case(NamedTuple):
     run: Callable                      # state -> None (timed)
     n: int
     target: float = 4.5                # 5.0 where n log n is the honest bound
-    rounds: int = 7                    # more rounds: more chances of a quiet run of each size
+    rounds: int = 7
     close: Callable | None = None      # state -> None, after the clock (a widget: see measure)
 
 
@@ -137,11 +139,14 @@ CASES = [
 CASES += [Case(what, prepare, run, n=800, rounds=5) for what, prepare, run in scale_aot.CASES]
 
 
-def measure(case: Case) -> tuple:
+def measure(case: Case, runs_at_n: int = 4) -> tuple:
     """CPU seconds of case.run at n and at 4n, with Python's cyclic collector running and
     paused, and the part of them spent in the kernel: ({(n, gc_on): [one time per round]},
     the same of kernel seconds). The four runs take turns in rounds (rounds.py: the order turns
-    by one each round), so that a ratio is taken between runs that met the same load.
+    by one each round), so that a ratio is taken between runs that met the same load. A turn at n
+    is `runs_at_n` runs one after the other (their mean is its time): the same length of time as
+    one run at 4n, so that both meet the load of an equally long stretch (a 50 ms run can fall
+    in a quiet moment that a 200 ms one cannot).
 
     Each timed run starts from the heap a run of its own size left: a run's garbage leaves
     holes that the next run's objects fill in whatever order they were freed, and a graph laid
@@ -173,9 +178,10 @@ def measure(case: Case) -> tuple:
             if last[0] != n:
                 once(n, gc_on)   # (untimed: the heap as a run of this size leaves it)
                 last[0] = n
-            seconds, kernel_seconds = once(n, gc_on)
-            kernel.setdefault((n, gc_on), []).append(kernel_seconds)
-            return seconds
+            repeat = runs_at_n if n == case.n else 1
+            seconds, kernel_seconds = map(sum, zip(*(once(n, gc_on) for _ in range(repeat))))
+            kernel.setdefault((n, gc_on), []).append(kernel_seconds / repeat)
+            return seconds / repeat
         return timed_run
     times = interleave({(n, on): run(n, on) for n in (case.n, 4 * case.n) for on in (True, False)},
                        rounds=case.rounds)
@@ -191,16 +197,17 @@ def main(argv: list[str], n: int | None = None) -> int:
     over = 0
     for case in chosen:
         t, kernel = measure(case)
-        small, big = (min(t[k, True]) for k in (case.n, 4 * case.n))
-        ratio, paused = big / small, min(t[4 * case.n, False]) / min(t[case.n, False])
-        q1, per_round, q3 = quartiles([b / a for a, b in zip(t[case.n, True], t[4 * case.n, True])])
+        small, big = (statistics.median(t[k, True]) for k in (case.n, 4 * case.n))
+        q1, ratio, q3 = quartiles([b / a for a, b in zip(t[case.n, True], t[4 * case.n, True])])
+        paused = statistics.median(b / a for a, b in zip(t[case.n, False], t[4 * case.n, False]))
+        fastest = min(t[4 * case.n, True]) / min(t[case.n, True])
         k_small, k_big = (statistics.median(kernel[k, True]) for k in (case.n, 4 * case.n))
         over += ratio > case.target
         print(f"scale {case.what}: n={case.n} t={small * 1e3:.1f}ms 4n={4 * case.n} "
-              f"t={big * 1e3:.1f}ms ratio={ratio:.2f} (target ≤ {case.target:g}; fastest of "
-              f"{case.rounds} rounds; per-round: median {per_round:.2f}, quartiles "
-              f"{q1:.2f}–{q3:.2f}; cyclic gc paused: ratio={paused:.2f}; in the kernel: "
-              f"{k_small * 1e3:.0f}ms and {k_big * 1e3:.0f}ms)", flush=True)
+              f"t={big * 1e3:.1f}ms ratio={ratio:.2f} (target ≤ {case.target:g}; per-round "
+              f"quartiles {q1:.2f}–{q3:.2f}; fastest turns: {fastest:.2f}; cyclic gc paused: "
+              f"ratio={paused:.2f}; in the kernel: {k_small * 1e3:.0f}ms and {k_big * 1e3:.0f}ms)",
+              flush=True)
     return 1 if over else 0
 
 
