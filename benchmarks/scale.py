@@ -19,12 +19,13 @@ comes and goes over seconds and adds more to a bigger working set (a busy patch 
 of the pending scheduler 1.8x slower, one at n 1.4x), and a 50 ms run can fall in a quiet moment
 that a 200 ms one cannot. With one run at n per turn, the per-round ratios of one case spread
 over a whole unit and their median moved by ±0.5 between runs, enough to put a linear part over
-4.5 or under 4 by chance (the stepper, the same session, collector on and paused, two runs each:
-medians 4.26, 3.69, 3.70, 4.11 and quartiles as wide as 3.27–5.38 for the kept tape steps); with
-four, 3.71, 3.89, 3.92, 4.20, with quartiles within 0.3 of the median in three of the four
-(the trace's, in one heavily loaded run, still spread 3.20–5.35). The ratio of the fastest turns is
-printed too ("fastest"): load only adds time, so it is the part with the least load in it, but
-taken from single runs it swung the most of all (3.03 to 4.83 in those runs).
+4.5 or under 4 by chance. Measured in one session, each way in turn (collector on, then paused,
+twice): the stepper's medians were 4.26, 3.69, 3.70, 4.11 with one run at n, and 3.71, 3.89,
+3.92, 4.20 with four, their quartiles within 0.3 of the median in three of the four; the kept
+tape steps' quartiles went from 3.27–5.38 to 3.67–4.14 (the trace's, under heavier load, still
+spread 3.20–5.35 with four). The ratio of the fastest turns is printed too ("fastest turns"):
+load only adds time, so it is the part with the least load in it, but taken from single runs it
+swung the most of all (the stepper's: 3.03 to 4.83 in those runs).
 
     python benchmarks/scale.py            # every case
     python benchmarks/scale.py trace_of   # the cases whose name contains "trace_of"
@@ -41,7 +42,7 @@ time is the size of what the part makes, not its algorithm.
 
 Adding a case: write `prepare(n) -> state` (untimed setup, made again for every run: a run may
 consume it) and `run(state)` (the timed work; what it returns is freed after the clock), and
-list them in CASES with n and the target.
+list them in CASES with n and the target (and `close(state)` if the state is a widget).
 """
 from __future__ import annotations
 
