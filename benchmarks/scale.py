@@ -21,7 +21,7 @@ that a 200 ms one cannot. With one run at n per turn, the per-round ratios of on
 over a whole unit and their median moved by ±0.5 between runs, enough to put a linear part over
 4.5 or under 4 by chance. Measured in one session, each way in turn (collector on, then paused,
 twice): the stepper's medians were 4.26, 3.69, 3.70, 4.11 with one run at n, and 3.71, 3.89,
-3.92, 4.20 with four, their quartiles within 0.3 of the median in three of the four; the kept
+3.92, 4.20 with four, their quartiles within about 0.3 of the median in three of the four; the kept
 tape steps' quartiles went from 3.27–5.38 to 3.67–4.14 (the trace's, under heavier load, still
 spread 3.20–5.35 with four). The ratio of the fastest turns is printed too ("fastest turns"):
 load only adds time, so it is the part with the least load in it, but taken from single runs it
