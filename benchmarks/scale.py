@@ -5,13 +5,27 @@ case prints
 
     scale <what>: n=… t=…ms 4n=… t=…ms ratio=… (target ≤ 4.5; per-round quartiles …–…; …)
 
-with t the median over rounds of the CPU time of the run (rounds.clock: on a shared machine the
+with t the median over rounds of the CPU time of one run (rounds.clock: on a shared machine the
 wall clock also counts other people's work). The runs at n and 4n take turns in rounds
-(rounds.py), and `ratio` is the median of the per-round ratios, each taken between two runs that
-met the same load; the quartiles are the spread to expect from a run again. n is chosen so the
-small run takes at least about 50 ms; the ratio, not the time, is the figure. Tests pin the
-algorithms themselves (nodes visited, bytes kept per step: tests/test_scale.py); this file shows
-what a user waits for.
+(rounds.py), and `ratio` is the median of the per-round ratios, each taken between two turns
+that met the same load; the quartiles are the spread to expect from a run again. n is chosen so
+the small run takes at least about 50 ms; the ratio, not the time, is the figure. Tests pin the
+algorithms themselves (nodes visited, bytes kept per step, and each function's calls and lines
+run at n and 4n: tests/test_scale.py); this file shows what a user waits for.
+
+A turn at n is four runs one after the other (t is their mean): as long as one run at 4n, so
+that both sides of a ratio meet the load of an equally long stretch. Load from other processes
+comes and goes over seconds and adds more to a bigger working set (a busy patch made a run at 4n
+of the pending scheduler 1.8x slower, one at n 1.4x), and a 50 ms run can fall in a quiet moment
+that a 200 ms one cannot. With one run at n per turn, the per-round ratios of one case spread
+over a whole unit and their median moved by ±0.5 between runs, enough to put a linear part over
+4.5 or under 4 by chance. Measured in one session, each way in turn (collector on, then paused,
+twice): the stepper's medians were 4.26, 3.69, 3.70, 4.11 with one run at n, and 3.71, 3.89,
+3.92, 4.20 with four, their quartiles within about 0.3 of the median in three of the four; the kept
+tape steps' quartiles went from 3.27–5.38 to 3.67–4.14 (the trace's, under heavier load, still
+spread 3.20–5.35 with four). The ratio of the fastest turns is printed too ("fastest turns"):
+load only adds time, so it is the part with the least load in it, but taken from single runs it
+swung the most of all (the stepper's: 3.03 to 4.83 in those runs).
 
     python benchmarks/scale.py            # every case
     python benchmarks/scale.py trace_of   # the cases whose name contains "trace_of"
@@ -28,7 +42,7 @@ time is the size of what the part makes, not its algorithm.
 
 Adding a case: write `prepare(n) -> state` (untimed setup, made again for every run: a run may
 consume it) and `run(state)` (the timed work; what it returns is freed after the clock), and
-list them in CASES with n and the target.
+list them in CASES with n and the target (and `close(state)` if the state is a widget).
 """
 from __future__ import annotations
 
@@ -58,6 +72,7 @@ class Case(NamedTuple):
     n: int
     target: float = 4.5                # 5.0 where n log n is the honest bound
     rounds: int = 7
+    close: Callable | None = None      # state -> None, after the clock (a widget: see measure)
 
 
 # -- the cases ----------------------------------------------------------------------------------
@@ -112,27 +127,36 @@ CASES = [
     Case("pending scheduler, unused consumers (backward)", _unused_consumers, _pending,
          n=16000, target=5.0),
     Case("stepper.step() through a whole backward (live)", _stepper, _step_through, n=400,
-         rounds=5),
+         close=lambda stepper: stepper.close()),
     Case("trace_of(chain)", chain, mg.trace_of, n=2000),
     Case("Tape.backward_steps() kept (list of steps)", tape_chain, _tape_steps, n=12000),
-    Case("box clicks (20, kernel side)", _click_state, _clicks, n=100),
-    Case("box click then read dot and folding", _click_state, _click_then_read, n=500),
+    Case("box clicks (20, kernel side)", _click_state, _clicks, n=100,
+         close=lambda state: state[0].close()),
+    Case("box click then read dot and folding", _click_state, _click_then_read, n=500,
+         close=lambda state: state[0].close()),
 ]
 # The ahead-of-time steps (derive, both memory plans, the Executor build) on an MLP of n layers:
 # their cases live in scale_aot.py, beside the workload, and run here too.
 CASES += [Case(what, prepare, run, n=800, rounds=5) for what, prepare, run in scale_aot.CASES]
 
 
-def measure(case: Case) -> tuple:
+def measure(case: Case, runs_at_n: int = 4) -> tuple:
     """CPU seconds of case.run at n and at 4n, with Python's cyclic collector running and
     paused, and the part of them spent in the kernel: ({(n, gc_on): [one time per round]},
     the same of kernel seconds). The four runs take turns in rounds (rounds.py: the order turns
-    by one each round), so that a ratio is taken between runs that met the same load.
+    by one each round), so that a ratio is taken between runs that met the same load. A turn at n
+    is `runs_at_n` runs one after the other (their mean is its time): the same length of time as
+    one run at 4n, so that both meet the load of an equally long stretch (a 50 ms run can fall
+    in a quiet moment that a 200 ms one cannot).
 
     Each timed run starts from the heap a run of its own size left: a run's garbage leaves
     holes that the next run's objects fill in whatever order they were freed, and a graph laid
     out in the holes of a 4x bigger one is slower to walk (the trace of 2,000 ops: +17 ms, +25%,
-    after a run at 8,000). So when the size changes, an untimed run of the new size goes first."""
+    after a run at 8,000). So when the size changes, an untimed run of the new size goes first.
+    And a widget is closed after its run: ipywidgets keeps every widget alive until closed (a
+    notebook may still show it), so 40 steppers left open made each later run pay for the ones
+    before (12,000 containers more per stepper of 400 ops for every full collection to rescan,
+    and the 4n runs' collections met the biggest heaps)."""
     last, kernel = [None], {}
 
     def once(n: int, gc_on: bool) -> tuple:
@@ -145,6 +169,8 @@ def measure(case: Case) -> tuple:
         seconds = clock() - start
         in_kernel = resource.getrusage(resource.RUSAGE_THREAD).ru_stime - kernel_start
         gc.enable()
+        if case.close is not None:
+            case.close(state)
         del state, result   # (freed after the clock: a caller keeps what it asked for)
         return seconds, in_kernel
 
@@ -153,9 +179,10 @@ def measure(case: Case) -> tuple:
             if last[0] != n:
                 once(n, gc_on)   # (untimed: the heap as a run of this size leaves it)
                 last[0] = n
-            seconds, kernel_seconds = once(n, gc_on)
-            kernel.setdefault((n, gc_on), []).append(kernel_seconds)
-            return seconds
+            repeat = runs_at_n if n == case.n else 1
+            seconds, kernel_seconds = map(sum, zip(*(once(n, gc_on) for _ in range(repeat))))
+            kernel.setdefault((n, gc_on), []).append(kernel_seconds / repeat)
+            return seconds / repeat
         return timed_run
     times = interleave({(n, on): run(n, on) for n in (case.n, 4 * case.n) for on in (True, False)},
                        rounds=case.rounds)
@@ -174,12 +201,14 @@ def main(argv: list[str], n: int | None = None) -> int:
         small, big = (statistics.median(t[k, True]) for k in (case.n, 4 * case.n))
         q1, ratio, q3 = quartiles([b / a for a, b in zip(t[case.n, True], t[4 * case.n, True])])
         paused = statistics.median(b / a for a, b in zip(t[case.n, False], t[4 * case.n, False]))
+        fastest = min(t[4 * case.n, True]) / min(t[case.n, True])
         k_small, k_big = (statistics.median(kernel[k, True]) for k in (case.n, 4 * case.n))
         over += ratio > case.target
         print(f"scale {case.what}: n={case.n} t={small * 1e3:.1f}ms 4n={4 * case.n} "
               f"t={big * 1e3:.1f}ms ratio={ratio:.2f} (target ≤ {case.target:g}; per-round "
-              f"quartiles {q1:.2f}–{q3:.2f}; cyclic gc paused: ratio={paused:.2f}; in the "
-              f"kernel: {k_small * 1e3:.0f}ms and {k_big * 1e3:.0f}ms)", flush=True)
+              f"quartiles {q1:.2f}–{q3:.2f}; fastest turns: {fastest:.2f}; cyclic gc paused: "
+              f"ratio={paused:.2f}; in the kernel: {k_small * 1e3:.0f}ms and {k_big * 1e3:.0f}ms)",
+              flush=True)
     return 1 if over else 0
 
 

@@ -163,3 +163,26 @@ def test_plan_memory_builds_its_ranges_with_the_collector_paused():
         gc.callbacks.remove(count)
     assert ran in ([], [0]) and gc.isenabled()     # (at most the one young collection after)
     assert len(plan.ranges) > 300
+
+
+def test_derive_builds_the_backward_graph_with_the_collector_paused():
+    """Deriving n layers makes thousands of records (operations, names, log steps) and no cycle:
+    with the collector on it ran 27 young and 2 middle collections inside it at 800 layers, 110
+    and 9 at 3,200 (6.7 ms and 39 ms: 5.8x for 4x the layers). Paused, none runs inside it, and
+    what it made is freed without the collector when dropped."""
+    forward, *_ = mlp_graphs(200)
+    ran = []
+
+    def count(phase, info):
+        if phase == "start":
+            ran.append(info["generation"])
+    gc.collect()
+    gc.callbacks.append(count)
+    try:
+        backward = aot.derive_backward_graph(forward)
+    finally:
+        gc.callbacks.remove(count)
+    assert ran in ([], [0]) and gc.isenabled()     # (at most the one young collection after)
+    assert len(backward.operations) > 500
+    del backward
+    assert gc.collect() == 0                       # (no cycle was left for the collector)

@@ -266,3 +266,102 @@ def test_a_box_click_costs_the_kernel_no_drawing(monkeypatch):
     assert 'id="c:blocks.7.act"' in view.dot and "s:blocks.7" not in view.folding["boxes"]
     assert view.folding["frames"] == ["c:blocks.7", "c:blocks.7.act"]
     assert drawn == ["fold", "dot"] * 2
+
+
+def _scale_benchmark():
+    """benchmarks/scale.py (its CASES: what the benchmark times), loaded by path."""
+    path = pathlib.Path(__file__).parent.parent / "benchmarks" / "scale.py"
+    spec = importlib.util.spec_from_file_location("scale_benchmark", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def calls_made(run) -> dict:
+    """{function: how many times run() called it, and (function, "lines"): how many lines of it
+    ran}, Python functions and C ones (list.append, heapq.heappush, ...), counted with the
+    collector paused (so that none depends on when it runs). The calls are what cProfile's ncalls
+    would say, without its clock; the lines count a loop's turns (a scan inside one call)."""
+    import sys
+    calls: dict = {}
+
+    def count(frame, event, arg):
+        if event == "call":
+            key = frame.f_code
+        elif event == "c_call":
+            key = f"{getattr(arg, '__module__', None) or ''}.{arg.__qualname__}"
+        else:
+            return
+        calls[key] = calls.get(key, 0) + 1
+
+    def count_lines(frame, event, arg):
+        if event == "line":
+            key = (frame.f_code, "lines")
+            calls[key] = calls.get(key, 0) + 1
+        return count_lines
+    with gc_paused():
+        sys.setprofile(count)
+        sys.settrace(count_lines)
+        try:
+            run()
+        finally:
+            sys.settrace(None)
+            sys.setprofile(None)
+    return calls
+
+
+def _named(key) -> str:
+    code, what = key if isinstance(key, tuple) else (key, "calls")
+    if isinstance(code, str):
+        return f"{code} {what}"
+    return f"{pathlib.Path(code.co_filename).name}:{code.co_firstlineno} {code.co_qualname} {what}"
+
+
+# Each case of benchmarks/scale.py at a size small enough to count every call (n here, 4n).
+_COUNTED_AT = {"pending": 1000, "stepper": 50, "trace_of": 250, "Tape": 500, "box clicks": 100,
+               "box click then read": 60, "aot": 60}
+
+
+@pytest.mark.parametrize("name", list(_COUNTED_AT))
+def test_each_scale_case_calls_each_function_at_most_4x_as_often_at_4x_the_size(name):
+    # The deterministic half of the benchmark's ratio: a per-step cost that grows with the graph
+    # (a rescan, a rebuild of a table, a copy made again per step) shows as a function called
+    # more than 4x as often at 4x the size; a linear part calls each one k*n + c times (4x, give
+    # or take its constant: c may be negative); a scan per step is n² (16x), n log n about 5x here.
+    if name != "pending" and name != "Tape" and name != "trace_of":
+        pytest.importorskip("anywidget")   # (the widget cases; the aot ones import it too)
+    scale = _scale_benchmark()
+    n = _COUNTED_AT[name]
+    cases = [c for c in scale.CASES if c.what.startswith(name)]
+    assert cases, name
+    previous = mg.set_debug(False)   # (as the benchmark runs: scale.main turns debug off)
+    try:
+        for case in cases:
+            case.run(case.prepare(n))   # (first-use set-up, once per process, is not counted)
+            small, big = (calls_made(lambda s=case.prepare(size): case.run(s))
+                          for size in (n, 4 * n))
+            grew = {_named(k): (small.get(k, 0), big[k]) for k in big
+                    if big[k] > 4.1 * small.get(k, 0) + 32}
+            assert not grew, (case.what, grew)
+            assert sum(big.values()) >= 3 * sum(small.values()) or name == "box clicks", case.what
+    finally:
+        mg.set_debug(previous)
+
+
+def test_the_benchmark_closes_the_widgets_it_times():
+    # ipywidgets keeps every widget alive until it is closed; left open, each run of a widget
+    # case kept its graph and trace (12,000 containers per stepper of 400 ops), and every later
+    # run's full collections rescanned all of them: later runs, and the big ones most, paid for
+    # the earlier ones.
+    pytest.importorskip("anywidget")
+    from minigrad.widgets import BackwardStepper, GraphView
+    scale = _scale_benchmark()
+
+    def alive() -> int:
+        gc.collect()
+        return sum(isinstance(o, (BackwardStepper, GraphView)) for o in gc.get_objects())
+    before = alive()
+    for case in scale.CASES:
+        if "stepper" in case.what or "click" in case.what:
+            scale.measure(case._replace(n=8, rounds=1))
+    assert alive() == before

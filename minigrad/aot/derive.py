@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import BackwardError
+from ..gcpause import gc_paused
 from .ir import Graph, Operation, detached_tensors, is_saved, unsaved
 from .rules import BackwardRuleContext, BackwardRuleRegistry, DeriveError, registry as default_registry
 
@@ -59,6 +60,7 @@ class DerivationStep:
     tensors: list = field(default_factory=list)   # the tensor names the step is about
 
 
+@gc_paused()   # (a build of records and no cycle: see gcpause.py)
 def derive_backward_graph(forward: Graph, options: DeriveBackwardOptions | None = None, *,
                           registry: BackwardRuleRegistry | None = None, steps: bool = False):
     """The backward Graph of forward (and, with steps=True, the list of DerivationStep)."""
