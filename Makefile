@@ -45,9 +45,13 @@ $(GRADING_VENV)/.installed: pyproject.toml | $(BUNDLE)
 
 # PYTHONUTF8=1: files the tests read (lessons, README, pages) are UTF-8 whatever the locale says.
 # MINIGRAD_NBGRADER: tests/test_nbgrader.py grades the lessons with this nbgrader (never skips).
+# Two pytest-xdist workers: a test file's tests stay on one worker, all browser tests on one, the
+# longest first (tests/conftest.py); the browser tests and nbgrader's course run beside the rest.
+TEST_WORKERS ?= 2
 test: $(VENV)/.test-installed $(BUNDLE) $(GRADING_VENV)/.installed
 	cd widgets && $(NPM) test
-	MINIGRAD_NBGRADER=$(CURDIR)/$(GRADING_VENV)/bin/nbgrader MINIGRAD_DEBUG=1 PYTHONUTF8=1 $(PY) -m pytest
+	MINIGRAD_NBGRADER=$(CURDIR)/$(GRADING_VENV)/bin/nbgrader MINIGRAD_DEBUG=1 PYTHONUTF8=1 \
+	    $(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile
 	$(MAKE) --no-print-directory test-oldest
 
 # The engine tests again with the oldest numpy that pyproject.toml accepts (numpy 1.x promotes

@@ -146,12 +146,13 @@ def pytest_runtest_makereport(item, call):
     return report
 
 
-def pytest_terminal_summary(terminalreporter):
+def summary_sections() -> list[tuple[str, list[str]]]:
+    """The figures and timings, for tests/conftest.py to print at the end of the run (under
+    pytest-xdist it gets them from the worker that ran the browser tests)."""
+    sections = []
     if FIGURES:
-        terminalreporter.section("browser figures")
-        for text in FIGURES:
-            terminalreporter.write_line(text)
+        sections.append(("browser figures", list(FIGURES)))
     if TIMINGS:
-        terminalreporter.section("browser harness timings")
-        for label, seconds in TIMINGS:
-            terminalreporter.write_line(f"{seconds:7.2f}s  {label}")
+        sections.append(("browser harness timings",
+                         [f"{seconds:7.2f}s  {label}" for label, seconds in TIMINGS]))
+    return sections

@@ -1,16 +1,20 @@
 """Every lesson, run in a real JupyterLab with Run All: no error output, no console error, no
-request off the machine, and every widget it displays drawn."""
+request off the machine, and every widget it displays drawn.
+
+How many widgets a lesson displays is read from the notebook JupyterLab saves after the run (the
+kernel's outputs, as the server stores them), not from the page: one run, in the browser."""
 from __future__ import annotations
 
+import json
 import pathlib
 import shutil
+import time
 
-import nbformat
 import pytest
-from nbclient import NotebookClient
 
 from browser_harness import (
     BrowserLog,
+    Notebook,
     assert_all_requests_local,
     assert_no_console_errors,
     open_and_run_all,
@@ -20,24 +24,33 @@ LESSONS = sorted((pathlib.Path(__file__).parents[2] / "lessons").glob("[0-9][0-9
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 
 
-def widget_views(path: pathlib.Path) -> int:
-    """How many widget views the lesson displays (run headless first to count them)."""
-    notebook = nbformat.read(path, as_version=4)
-    NotebookClient(notebook, timeout=180, kernel_name="python3",
-                   resources={"metadata": {"path": str(path.parent)}}).execute()
-    return sum(WIDGET_VIEW in output.get("data", {})
-               for cell in notebook.cells for output in cell.get("outputs", []))
+def saved_outputs(notebook: Notebook, path: pathlib.Path, timeout: float = 60.0) -> list[dict]:
+    """File -> Save Notebook, then the outputs of the file the server wrote (the copy put there
+    had none, so outputs on disk mean the save arrived)."""
+    notebook._menu("File", "docmanager:save")
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+        outputs = [o for c in cells for o in c.get("outputs", [])]
+        if outputs:
+            return outputs
+        # (Playwright's wait, not time.sleep: the page's requests pass BrowserLog's route
+        # handler, which runs only while Playwright has control)
+        notebook.page.wait_for_timeout(200)
+    raise AssertionError(f"File -> Save Notebook did not write {path.name}'s outputs in {timeout}s")
 
 
 @pytest.mark.parametrize("lesson", LESSONS, ids=lambda p: p.stem)
 def test_lesson_runs_in_jupyterlab_with_its_widgets_drawn(lesson, lab, page,
                                                            browser_log: BrowserLog,
                                                            record_timing):
-    expected = widget_views(lesson)
-    assert expected >= 1, "every lesson shows at least one widget"
     shutil.copy(lesson, lab.root / lesson.name)
     notebook = open_and_run_all(page, lab, lab.root / lesson.name, timeout=180)
     record_timing(f"{lesson.stem}: Run All in JupyterLab", notebook.run_seconds)
+    outputs = saved_outputs(notebook, lab.root / lesson.name)
+    assert [o for o in outputs if o["output_type"] == "error"] == []
+    expected = sum(WIDGET_VIEW in o.get("data", {}) for o in outputs)
+    assert expected >= 1, "every lesson shows at least one widget"
     views = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .mg-root")
     views.nth(expected - 1).wait_for(timeout=60_000)
     assert views.count() == expected

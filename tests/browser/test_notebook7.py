@@ -13,7 +13,9 @@ import shutil
 from pathlib import Path
 from urllib.parse import quote
 
+import nbformat
 import pytest
+from nbclient import NotebookClient
 
 from browser_harness import (
     JupyterLabServer,
@@ -21,7 +23,6 @@ from browser_harness import (
     assert_all_requests_local,
     assert_no_console_errors,
 )
-from test_lessons_browser import widget_views
 from test_widgets import click, wait_for
 
 # Notebook 7.6.5 itself throws this while it loads its settings (its keyboard-shortcut plugin
@@ -31,6 +32,16 @@ from test_widgets import click, wait_for
 NOTEBOOK7_NOISE = (r"(?s)reading 'schema'\).*/static/notebook/notebook_core\.",)
 
 LESSON = Path(__file__).resolve().parents[2] / "lessons" / "00_welcome.ipynb"
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+
+
+def widget_views(path: Path) -> int:
+    """How many widget views the lesson displays (run headless first to count them)."""
+    notebook = nbformat.read(path, as_version=4)
+    NotebookClient(notebook, timeout=180, kernel_name="python3",
+                   resources={"metadata": {"path": str(path.parent)}}).execute()
+    return sum(WIDGET_VIEW in output.get("data", {})
+               for cell in notebook.cells for output in cell.get("outputs", []))
 
 
 class NotebookServer(JupyterLabServer):
