@@ -186,8 +186,9 @@ def test_aot_view_replays_the_derivation(lab, page, browser_log, report_figure):
         click(root, "step")
         s = wait(root, lambda s, k=k: s["frame"] == k, f"step {k}")
         times.append(float(s["dataset"]["lastStepMs"]))
+    # A figure, not an assertion: a time depends on the machine and its load (the brief's rule).
     report_figure(f"AotView step restyle (ms): {times}; max {max(times)}")
-    assert max(times) <= 16, times
+    assert len(times) == len(info["steps"]) - 1 and all(t >= 0 for t in times), times
 
     page.wait_for_timeout(300)
     counts = page.evaluate("""() => ({
