@@ -17,6 +17,8 @@ from minigrad.aot.derive import compute_required_saves
 from minigrad.aot.ir import Graph, Operation, saved_name_of
 from minigrad.aot.plan import RECOMPUTED
 
+from gc_counts import collections_during
+
 
 def mlp_graphs(n):
     model = mg.nn.MLP([8] * (n + 1), seed=0, dtype=np.float64)
@@ -150,18 +152,8 @@ def test_plan_memory_builds_its_ranges_with_the_collector_paused():
     young collections it triggered, and the full ones over a heap it made bigger, grew faster
     than n (benchmarks/scale_aot.py). Paused, none runs inside it; the count keeps running."""
     forward, backward, *_ = mlp_graphs(200)
-    ran = []
-
-    def count(phase, info):
-        if phase == "start":
-            ran.append(info["generation"])
-    gc.collect()
-    gc.callbacks.append(count)
-    try:
-        plan = aot.plan_memory(forward, backward, policy="recompute")
-    finally:
-        gc.callbacks.remove(count)
-    assert ran in ([], [0]) and gc.isenabled()     # (at most the one young collection after)
+    plan, ran = collections_during(lambda: aot.plan_memory(forward, backward, policy="recompute"))
+    assert ran in ({}, {0: 1}) and gc.isenabled()  # (at most the one young collection after)
     assert len(plan.ranges) > 300
 
 
@@ -171,18 +163,8 @@ def test_derive_builds_the_backward_graph_with_the_collector_paused():
     and 9 at 3,200 (6.7 ms and 39 ms: 5.8x for 4x the layers). Paused, none runs inside it, and
     what it made is freed without the collector when dropped."""
     forward, *_ = mlp_graphs(200)
-    ran = []
-
-    def count(phase, info):
-        if phase == "start":
-            ran.append(info["generation"])
-    gc.collect()
-    gc.callbacks.append(count)
-    try:
-        backward = aot.derive_backward_graph(forward)
-    finally:
-        gc.callbacks.remove(count)
-    assert ran in ([], [0]) and gc.isenabled()     # (at most the one young collection after)
+    backward, ran = collections_during(lambda: aot.derive_backward_graph(forward))
+    assert ran in ({}, {0: 1}) and gc.isenabled()  # (at most the one young collection after)
     assert len(backward.operations) > 500
     del backward
     assert gc.collect() == 0                       # (no cycle was left for the collector)

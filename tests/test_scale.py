@@ -18,6 +18,8 @@ import minigrad as mg
 from minigrad.eager.function import Function
 from minigrad.gcpause import gc_paused
 
+from gc_counts import collections_during
+
 
 def _workloads():
     """benchmarks/workloads.py: the graphs scale.py times, loaded by path (as the tests load
@@ -159,22 +161,6 @@ def containers_made(run) -> tuple:
         return result, gc.get_count()[0] - made_before
 
 
-def collections_during(run) -> dict:
-    """{generation: how many collections the cyclic collector ran} while run() ran."""
-    ran = {}
-
-    def count(phase, info):
-        if phase == "start":
-            ran[info["generation"]] = ran.get(info["generation"], 0) + 1
-    gc.collect()   # (the collector's counts start from zero: the same schedule every time)
-    gc.callbacks.append(count)
-    try:
-        run()
-    finally:
-        gc.callbacks.remove(count)
-    return ran
-
-
 def test_kept_tape_steps_cost_what_each_step_changed():
     import tracemalloc
     per_step = {}
@@ -228,7 +214,7 @@ def test_reading_a_tapes_instrs_runs_one_young_collection_not_one_per_700_instrs
     # older generations too, the whole heap among them.
     n = 20000
     tape, x, y = tape_chain(n)
-    ran = collections_during(lambda: tape.instrs)
+    _, ran = collections_during(lambda: tape.instrs)
     assert len(tape.instrs) == n
     assert sum(ran.values()) <= 1 and ran.get(2, 0) == 0, ran
 
@@ -242,7 +228,7 @@ def test_a_kept_walk_over_built_instrs_makes_one_container_per_step():
     assert len(steps) == n and made / n <= 1.05, made / n   # each TapeStep
     # 20,000 kept steps then cost the collector no full collection (a rescan of the heap)
     tape, x, y = tape_chain(n)
-    ran = collections_during(lambda: list(tape.backward_steps(y, retain=True)))
+    _, ran = collections_during(lambda: list(tape.backward_steps(y, retain=True)))
     assert ran.get(2, 0) == 0 and ran.get(1, 0) <= 4, ran
 
 
