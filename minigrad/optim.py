@@ -66,7 +66,7 @@ class Optimizer:
                 raise _locked_error(self, p)
             state = self.state[i]
             if state is not None and state["scratch"].shape != p._data.shape:
-                raise _reshaped_error(self, p, state["scratch"].shape)
+                raise _reshaped_error(self, p, i, state["scratch"].shape)
         for i, p in todo:
             try:
                 self._update(i, p._data, p._grad)
@@ -79,8 +79,8 @@ class Optimizer:
         raise NotImplementedError
 
 
-def _reshaped_error(opt: Optimizer, p: Variable, state_shape: tuple) -> ShapeError:
-    name = repr(p.name) if p.name else "of the list"
+def _reshaped_error(opt: Optimizer, p: Variable, i: int, state_shape: tuple) -> ShapeError:
+    name = repr(p.name) if p.name else f"number {i} of its list"
     return ShapeError(
         f"{type(opt).__name__}.step(): parameter {name} has shape {p.shape}, but the state the "
         f"optimiser keeps for it (its scratch, momentum or moments) has shape {state_shape}: "
