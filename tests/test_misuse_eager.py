@@ -497,6 +497,28 @@ def test_data_of_another_shape_is_refused_while_a_graph_saved_the_old_one():
     assert w.shape == (3,) and w.grad is None
 
 
+@pytest.mark.parametrize("where", ["heap", "perm-arena"])
+def test_data_of_another_shape_is_refused_while_a_graph_that_saved_nothing_of_it_lives(where):
+    """add saves nothing: before, backward summed the old (3,) gradient into the new (1,) shape."""
+    w = param([1.0, 2.0, 3.0], name="w",
+              arena=mg.Arena("perm-shape2", 1 << 12) if where == "perm-arena" else None)
+    loss = (w + 1.0).sum()
+    with pytest.raises(errors.InplaceError, match=r"\(1,\).*'w'.*graph that used it"):
+        w.data = np.array([5.0])
+    assert w.shape == (3,)
+    loss.backward()
+    np.testing.assert_allclose(w.grad, [1.0, 1.0, 1.0])
+    w.data = np.array([5.0])                           # the graph is consumed: now it may
+    assert w.shape == (1,) and w.grad is None
+    kept = (w * 2.0).sum()
+    del kept                                           # a dropped graph does not count
+    w.data = np.ones(4)
+    data = mg.create_leaf(np.ones(3))                  # data (no grad) may change shape: no
+    alive = (w.sum() * data).sum()                     # gradient of the old shape is sent to it
+    data.data = np.ones(2)
+    alive.backward()
+
+
 def test_data_of_the_same_shape_keeps_the_gradient_buffer():
     w = param([1.0, 2.0])
     (w * 3.0).sum().backward()

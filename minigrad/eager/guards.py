@@ -6,6 +6,7 @@ by duck typing, like the engine, and imports neither Variable nor Function.
 """
 from __future__ import annotations
 
+import gc
 import math
 import os
 import traceback
@@ -127,12 +128,28 @@ def checked_grad(variable, value) -> np.ndarray:
     return array
 
 
+def used_by_live_node(variable) -> bool:
+    """Whether a node that backward has not yet consumed has variable among its inputs.
+
+    Nodes keep their inputs, not their inputs' shapes, so this is asked only where it matters
+    and is rare (a parameter given data of another shape): the collector finds the tuples that
+    hold variable, then the nodes that hold those as their inputs. Two walks of the heap, and
+    nothing on the hot path."""
+    holders = {id(t): t for t in gc.get_referrers(variable) if type(t) is tuple}
+    if not holders:
+        return False
+    return any(getattr(node, "released", None) is False
+               and id(getattr(node, "inputs", None)) in holders
+               for node in gc.get_referrers(*holders.values()))
+
+
 def reshaped_while_saved(variable, shape: tuple) -> InplaceError:
     return InplaceError(
-        f"w.data = an array of shape {shape} on {describe(variable)}: a graph that saved its "
-        f"data is still alive, and its backward would send a gradient of the old shape. Rule: "
-        f"a parameter changes shape only when no graph uses it. Fix: run backward (or drop the "
-        f"loss) first, then assign the new data.")
+        f"w.data = an array of shape {shape} on {describe(variable)}: a graph that used it "
+        f"is still alive, and its backward would send a gradient of the "
+        f"old shape. Rule: a parameter changes shape only when no graph uses it. Fix: run "
+        f"backward (or drop the loss, e.g. keep loss.item() instead of loss) first, then assign "
+        f"the new data.")
 
 
 # -- backward --------------------------------------------------------------------------------------

@@ -19,7 +19,8 @@ from ..errors import InplaceError, NonLeafGradWarning, ShapeError
 from ..modes import modes
 from ..names import check_name
 from .guards import (check_leaf_dtype, check_shareable, checked_grad, describe, log_of_base,
-                     not_an_array, not_comparable, not_numeric, reshaped_while_saved)
+                     not_an_array, not_comparable, not_numeric, reshaped_while_saved,
+                     used_by_live_node)
 from .readonly import in_live_graph, leaf_on_allocator
 
 OPS: dict = {}   # op name -> Function subclass, filled by minigrad/ops via function.register
@@ -79,8 +80,8 @@ class Variable:
         if array is self._data or same_memory(array, self._data):   # w.data -= lr * w.grad:
             return                                                  # changed in place already
         if array.shape != self._data.shape:   # the old gradient was of another parameter
-            if in_live_graph(self._data):
-                raise reshaped_while_saved(self, array.shape)
+            if self.requires_grad and (in_live_graph(self._data) or used_by_live_node(self)):
+                raise reshaped_while_saved(self, array.shape)   # (its backward: the old shape)
             self._grad = self._grad_buffer = None
         self._data, self._block = array, None   # (the new array is not on an allocator)
 
