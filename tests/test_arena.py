@@ -899,8 +899,9 @@ def test_keeping_losses_alive_grows_live_nodes_and_item_keeps_them_at_zero():
             loss.backward()
             losses.append(loss.item())
             state = h.numpy()
-        between.append(mg.live_nodes() - baseline)
-    assert between == [0] * 120
+        if t % 10 == 9:   # (each count walks the whole heap: a leak would only grow between them)
+            between.append(mg.live_nodes() - baseline)
+    assert between == [0] * 12
     assert len(losses) == 120 and all(np.isfinite(losses))
 
 
