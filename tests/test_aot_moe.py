@@ -108,6 +108,18 @@ def test_unpermute():
     assert sorted(backward.save) == ["expert_out", "routing_weights", "scatter_indices"]
 
 
+def test_a_plan_checks_the_scatter_indices_fed_to_it_on_every_run():
+    r = rng_for(0)
+    arrays = [r.standard_normal((N * K, D)), r.uniform(0.1, 1, (N, K)),
+              r.permutation(N * K).astype(np.int64)]
+    forward = aot.capture(lambda rows, w, s: mg.moe_unpermute(rows, w, s).sum(),
+                          *as_inputs(arrays), input_names=["rows", "weights", "scatter_indices"])
+    run = aot.Executor(forward, aot.derive_backward_graph(forward), None, *arrays)
+    repeated = np.zeros(N * K, np.int64)   # every (token, slot) reads row 0
+    with pytest.raises(mg.errors.ShapeError, match="permutation"):
+        run.run(arrays[0], arrays[1], repeated)
+
+
 def test_grouped_gemms_between_fixed_permutation_data():
     """gate_up, silu * up, down and unpermute in one graph, offsets and scatter fed as data."""
     def make(r):
