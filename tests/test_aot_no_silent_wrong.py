@@ -329,6 +329,50 @@ def test_capture_inside_no_grad_is_refused():
         aot.capture(lambda x: (x * 2.0).sum(), np.ones(3))
 
 
+@pytest.mark.parametrize("prepare", [
+    pytest.param(lambda t: t.reshape(-1), id="reshape"),
+    pytest.param(lambda t: t[:, 0], id="getitem"),
+    pytest.param(lambda t: (t + 0).reshape(-1), id="add_then_reshape"),
+])
+def test_an_op_on_integer_targets_inside_fn_follows_new_targets(prepare):
+    """An op on an integer input alone built no node, so the plan kept the capture-time
+    targets as a constant: a later run with other targets gave the first run's loss."""
+    W = param((5, 3), "W")
+    fn = lambda x, t: mg.cross_entropy(x @ W, prepare(t))   # noqa: E731
+    x = RNG.normal(size=(4, 5))
+    first, other = np.array([[0], [1], [2], [0]]), np.array([[2], [2], [1], [1]])
+    executor = plan(fn, [W], x, first)
+    assert_same_as_eager(fn, [W], executor, x, other)
+
+
+@pytest.mark.parametrize("take_out, how", [
+    (lambda x, h: (h * x.sum().item()).sum(), "item()"),
+    (lambda x, h: (h * 2.0).sum() if h.sum() else h.sum(), "bool()"),
+    (lambda x, h: (h * mg.create_leaf(h.numpy())).sum(), "numpy()"),
+    (lambda x, h: (h * W_TAKEN.max().item()).sum(), "item()"),   # a parameter's value
+])
+def test_a_value_taken_out_of_the_graph_inside_fn_is_refused(take_out, how):
+    """x.sum().item(), an if on a value, h.numpy(): the number, branch or copy was frozen into
+    the plan and silently kept its capture-time value on every later run."""
+    fn = lambda x: take_out(x, x * W_TAKEN)   # noqa: E731
+    with pytest.raises(aot.CaptureError, match=rf"traced tensor .*of shape .* out of the graph "
+                       rf"with {how.replace('(', '[(]').replace(')', '[)]')} at "
+                       rf"test_aot_no_silent_wrong.py:\d+\..*Rule: a plan replays.*Fix"):
+        aot.capture(fn, np.ones(3), params=[W_TAKEN])
+    assert mg.modes.modes.capture is None   # the thread is left as before
+
+
+W_TAKEN = param((3,), "W")
+
+
+def test_constants_and_values_outside_capture_still_give_numbers():
+    c = mg.create_leaf(np.array([2.0, 3.0]))   # a constant inside fn: its number is a constant
+    fn = lambda x: (x * c.max().item()).sum() if c.sum() else x.sum()   # noqa: E731
+    executor = plan(fn, [], np.ones(2))
+    assert float(executor.run(np.array([1.0, 2.0]))) == pytest.approx(9.0)
+    assert (W_TAKEN * 2.0).sum().item() == pytest.approx(2 * W_TAKEN.data.sum())
+
+
 # -- 19: names that would collide are refused at capture (or derive), naming both ---------------
 
 @pytest.mark.parametrize("name, message", [

@@ -67,14 +67,17 @@ def capture(fn, *example_inputs, params=None, input_names=None, output_names=Non
     frozen = {name: p for name, p in param_vars.items()
               if not p.requires_grad and p.dtype.kind == "f"}
     no_grad |= set(frozen)
+    # Integer inputs (ids, targets) likewise: an op on them alone (targets.reshape(-1)) would
+    # build no node and keep the capture-time targets on every run.
+    recorded = [*frozen.values(), *(v for v in leaves if v.dtype.kind != "f")]
     try:
-        for p in frozen.values():
-            p.requires_grad = True
+        for v in recorded:
+            v.requires_grad = True
         with Recording() as recording:
             result = fn(*leaves)
     finally:
-        for p in frozen.values():
-            p.requires_grad = False
+        for v in recorded:
+            v.requires_grad = False
     recording.refuse_a_caught_no_grad()
     outputs = list(result) if isinstance(result, (tuple, list)) else [result]
     output_names = _output_names(outputs, output_names, [*given, *param_vars])
@@ -122,6 +125,18 @@ class Recording:
         if out.dtype.kind != "f":
             return out
         return OPS["stop_gradient"].apply(source)
+
+    def taken_out(self, v: Variable, how: str) -> "CaptureError":
+        """v.item(), v.numpy() or bool(v) of a traced value while fn runs: the number, copy or
+        branch would be a constant of the plan, its capture-time value on every later run."""
+        what = f"'{v.name}' " if v.name else ""
+        return CaptureError(
+            f"capture: fn took the value of the traced tensor {what}of shape {v.shape} out of "
+            f"the graph with {how} at {_with_line(sys._getframe(2))}. Rule: a plan replays the "
+            f"recorded ops only, so a Python number, a numpy copy or an if on a value would keep "
+            f"its capture-time value on every later run, without a word. Fix: compute with "
+            f"minigrad ops (x.detach() for a value without gradient), take numbers out of the "
+            f"outputs after executor.run(), or capture once per branch.")
 
     def entered_no_grad(self) -> None:
         self.no_grad_at = self.no_grad_at or _with_line(sys._getframe(1))

@@ -180,6 +180,8 @@ class Variable:
 
     def item(self) -> float:
         self._check_alive()
+        if modes.capture is not None and self.requires_grad:   # a number the plan would freeze
+            raise modes.capture.taken_out(self, "item()")
         if self._data.size != 1:
             raise ValueError(f"item() needs a single value; {describe(self)} has shape "
                              f"{self._data.shape}. Reduce it (sum, mean) or index it first.")
@@ -188,6 +190,8 @@ class Variable:
     def numpy(self) -> np.ndarray:
         """A copy of the data: safe to keep after the graph (or its arena) is gone."""
         self._check_alive()
+        if modes.capture is not None and self.requires_grad:   # a copy the plan would freeze
+            raise modes.capture.taken_out(self, "numpy()")
         return self._data.copy()
 
     # -- operators: each looks its op up by name ----------------------------------------------
@@ -245,6 +249,8 @@ class Variable:
                 f"bool() of {describe(self)}: the truth value of {self._data.size} elements is "
                 f"ambiguous (numpy's rule). Fix: reduce first, e.g. bool((x.data > 0).any()) or "
                 f"bool((x.data > 0).all()), or index one element.")
+        if modes.capture is not None and self.requires_grad:   # a branch the plan would freeze
+            raise modes.capture.taken_out(self, "bool()")
         return bool(self._data)
 
     # -- comparisons are refused: no gradient, and Python's own == would compare identity ------
