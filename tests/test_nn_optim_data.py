@@ -251,6 +251,73 @@ def test_optimiser_argument_errors():
         optim.SGD([w], lr=-1)
 
 
+def _step_without_backward(opt, w):
+    opt.step()
+
+
+def _zero_grad_between_backward_and_step(opt, w):
+    (w * w).sum().backward()
+    opt.zero_grad()
+    opt.step()
+
+
+def _layer_replaced_after_the_optimiser(opt, w):
+    layer = nn.Linear(2, 1, seed=0, dtype=np.float64)
+    opt = optim.SGD(layer.parameters(), lr=0.1)
+    layer.weight = mg.create_leaf(np.ones((2, 1)), requires_grad=True)
+    layer.bias = mg.create_leaf(np.zeros(1), requires_grad=True)
+    layer(mg.create_leaf(np.ones((3, 2)))).sum().backward()
+    opt.step()
+
+
+@pytest.mark.parametrize("make", [lambda ps: optim.SGD(ps, lr=0.1, momentum=0.9),
+                                  lambda ps: optim.Adam(ps, lr=0.1)], ids=["sgd", "adam"])
+@pytest.mark.parametrize("misuse", [_step_without_backward, _zero_grad_between_backward_and_step,
+                                    _layer_replaced_after_the_optimiser])
+def test_a_step_with_no_gradient_at_all_is_refused(make, misuse):
+    """Every parameter was skipped and step() changed nothing: training stood still silently."""
+    w = mg.create_leaf(np.array([1.0, 2.0]), requires_grad=True, name="w")
+    opt = make([w])
+    with pytest.raises(mg.errors.BackwardError, match=r"step\(\): none of its \d parameters? has "
+                       r"a gradient.*Rule: step\(\) follows a backward\(\).*Fix: call "
+                       r"loss.backward\(\) before opt.step\(\).*make the optimiser again"):
+        misuse(opt, w)
+    np.testing.assert_array_equal(w.data, [1.0, 2.0])
+
+
+@pytest.mark.parametrize("lr", [np.float32(0.5), np.float64(0.5), np.int64(1), 1, 0.5])
+def test_a_learning_rate_may_be_any_python_or_numpy_number(lr):
+    # np.float32(0.5) and np.int64(1) were refused as "not a positive number"
+    w = mg.create_leaf(np.array([1.0, 2.0]), requires_grad=True)
+    opt = optim.SGD([w], lr=lr)
+    (w * w).sum().backward()
+    opt.step()
+    np.testing.assert_allclose(w.data, np.array([1.0, 2.0]) * (1 - 2 * float(lr)))
+
+
+@pytest.mark.parametrize("lr, error, words", [
+    (float("inf"), ValueError, "finite positive"), (float("nan"), ValueError, "finite positive"),
+    (0, ValueError, "finite positive"), (True, mg.errors.DtypeError, "is a bool"),
+    (np.array(0.1), mg.errors.DtypeError, "is a ndarray"),
+    (mg.create_leaf(0.1), mg.errors.DtypeError, "is a Variable")])
+def test_a_learning_rate_that_is_not_a_finite_positive_number_is_refused(lr, error, words):
+    # lr=inf was accepted (every parameter inf or nan after one step), lr=True read as 1.0
+    w = mg.create_leaf(np.array([1.0]), requires_grad=True)
+    with pytest.raises(error, match=rf"SGD\(lr=.*{words}.*Fix: e.g. lr=0.01"):
+        optim.SGD([w], lr=lr)
+
+
+def test_step_on_a_parameter_given_a_read_only_array_says_so():
+    # was: "it is saved by a graph that is still alive", with no graph in sight
+    w = mg.create_leaf(np.array([1.0, 2.0]), requires_grad=True, name="w")
+    opt = optim.SGD([w], lr=0.1)
+    w.data = (w * 3.0).data                 # an op output's .data is read-only
+    (w * w).sum().backward()
+    with pytest.raises(InplaceError, match=r"parameter 'w' .* its array is read-only, and no "
+                       r"graph holds it.*Fix: give it a writable copy, w.data = np.array"):
+        opt.step()
+
+
 @pytest.mark.skipif(not hasattr(mg, "Arena"), reason="minigrad.Arena not available")
 def test_parameters_on_an_arena_train_in_a_scope():
     params, graph = mg.Arena("params"), mg.Arena("graph")
