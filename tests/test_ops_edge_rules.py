@@ -292,6 +292,10 @@ ERRORS = [
      ValueError, r"moe_topk: k=True .*Rule: 1 <= k <= E = 3, an int, not a bool.*Fix"),
     ("reshape_size_must_be_an_integer", lambda: _leaf([1.0, 2.0]).reshape(2.0),
      ValueError, r"reshape: 2.0 is not a shape\. Rule: .*integers.*Fix"),
+    # a Python int target was reported as "got dtype float64" (it took the logits' dtype)
+    ("cross_entropy_target_is_one_index_per_row", lambda: mg.cross_entropy(_leaf([[1.0, 2.0]]), 1),
+     ValueError, r"cross_entropy: targets is a single number, for logits \(1, 2\)\. Rule: one "
+                 r"class index per row, shape \(1,\)\. Fix: np.array\(\[t\]\)"),
 ]
 
 

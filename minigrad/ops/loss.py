@@ -235,6 +235,10 @@ def check_class_targets(logits: np.ndarray, targets: np.ndarray) -> None:
     if logits.ndim != 2:
         raise ShapeError(f"cross_entropy: logits must have shape (N, C), got {logits.shape}. "
                          f"Fix: reshape to (batch, classes), e.g. logits.reshape(-1, C).")
+    if targets.ndim == 0:   # (a Python int arrives here as a float: it took the logits' dtype)
+        raise ShapeError(f"cross_entropy: targets is a single number, for logits {logits.shape}. "
+                         f"Rule: one class index per row, shape ({logits.shape[0]},). Fix: "
+                         f"np.array([t]) for one row, or the array of all the rows' classes.")
     if targets.dtype.kind not in "iu":
         raise DtypeError(f"cross_entropy: targets must be integer class indices, got dtype "
                          f"{targets.dtype}. Fix: targets.astype(np.int64) (one index per row, "
