@@ -48,6 +48,35 @@ def test_parameters_found_in_lists_tuples_and_shared_once():
     assert net.training and shared.training
 
 
+def test_parameters_found_in_a_dict_of_layers_are_trained():
+    # a dict attribute was skipped: its layers' parameters never reached the optimiser
+    class Net(nn.Module):
+        def __init__(self):
+            self.heads = {"a": nn.Linear(2, 2, seed=0, name="a"), "b": [nn.Linear(2, 2, seed=1)]}
+            self.out = nn.Linear(2, 1, seed=2, name="out")
+
+        def forward(self, x):
+            return self.out(self.heads["a"](x) + self.heads["b"][0](x))
+
+    net = Net()
+    assert [p.name for p in net.parameters()] == ["a.weight", "a.bias", "linear.weight",
+                                                  "linear.bias", "out.weight", "out.bias"]
+    assert len(net.modules()) == 4
+    before = [p.data.copy() for p in net.parameters()]
+    opt = optim.SGD(net.parameters(), lr=0.1)
+    net(np.ones((3, 2), np.float32)).sum().backward()
+    opt.step()
+    assert all(not np.array_equal(p.data, b) for p, b in zip(net.parameters(), before))
+    from minigrad.nn.transformer import name_parameters
+    name_parameters(net)
+    assert [p.name for p in net.parameters()] == ["heads.a.weight", "heads.a.bias",
+                                                  "heads.b.0.weight", "heads.b.0.bias",
+                                                  "out.weight", "out.bias"]
+    from minigrad.nn.layers import scope_name
+    net.heads["c"] = nn.Tanh()
+    assert scope_name(net.heads["c"], net) == "heads.c"   # where a trace says it ran
+
+
 def test_linear_shapes_init_and_no_bias():
     layer = nn.Linear(5, 3, seed=0)
     assert layer.weight.shape == (5, 3) and layer.bias.shape == (3,)

@@ -300,11 +300,11 @@ def name_parameters(module: Module, prefix: str = "") -> None:
     stack = [(module, prefix)]
     while stack:
         obj, path = stack.pop()
-        items = (vars(obj).items() if isinstance(obj, Module)
-                 else ((str(i), v) for i, v in enumerate(obj)))
+        items = (vars(obj).items() if isinstance(obj, Module) else obj.items()
+                 if isinstance(obj, dict) else ((str(i), v) for i, v in enumerate(obj)))
         for attr, value in items:
             where = f"{path}.{attr}" if path else attr
             if isinstance(value, Variable) and value.requires_grad and value.is_leaf:
                 value.name = where
-            elif isinstance(value, (Module, list, tuple)):
+            elif isinstance(value, (Module, list, tuple, dict)):
                 stack.append((value, where))
