@@ -365,6 +365,35 @@ def test_a_value_taken_out_of_the_graph_inside_fn_is_refused(take_out, how):
 W_TAKEN = param((3,), "W")
 
 
+@pytest.mark.parametrize("numpy_work", [
+    lambda x, h: (h * 2.0).sum() if h.data[0] > 0 else (h * 3.0).sum(),   # a branch on .data
+    lambda x, h: ((x - x.data.mean()) * h).sum(),                          # a numpy mean
+    lambda x, h: (h * mg.create_leaf(h)).sum(),                            # a copy of h
+])
+def test_values_read_through_data_and_not_given_to_an_op_are_warned_of(numpy_work):
+    """numpy work on a traced tensor's .data is invisible to capture: the plan silently kept
+    the capture-time result. capture cannot see what fn did with the numbers, so it warns
+    when a .data read never reached the plan as an operand."""
+    fn = lambda x: numpy_work(x, x * W_TAKEN)   # noqa: E731
+    with pytest.warns(aot.CaptureWarning, match=r"fn read the values of the traced tensor .*"
+                      r"through \.data at test_aot_no_silent_wrong.py:\d+, and the plan did not "
+                      r"get them as an operand.*Fix: compute with minigrad ops"):
+        aot.capture(fn, np.ones(3), params=[W_TAKEN])
+
+
+def test_data_given_to_an_op_or_read_inside_minigrad_is_not_warned_of():
+    import warnings
+    from minigrad.nn.transformer import Embedding
+    table = Embedding(5, 4, seed=0)
+    table.weight.name = "table"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        aot.capture(lambda x: (x * W_TAKEN.data * W_TAKEN).sum(), np.ones(3), params=[W_TAKEN])
+        aot.capture(lambda x: (x.detach() * W_TAKEN).sum(), np.ones(3), params=[W_TAKEN])
+        aot.capture(lambda ids: table(ids).sum(), np.array([1, 2]), params=[table.weight])
+        aot.capture(lambda p: mg.moe_topk(mg.moe_softmax(p), 2)[0].sum(), np.ones((2, 3)))
+
+
 def test_constants_and_values_outside_capture_still_give_numbers():
     c = mg.create_leaf(np.array([2.0, 3.0]))   # a constant inside fn: its number is a constant
     fn = lambda x: (x * c.max().item()).sum() if c.sum() else x.sum()   # noqa: E731

@@ -56,9 +56,11 @@ class Variable:
         to its graph and is handed out read-only: copy it with .numpy() to change it."""
         self._check_alive()
         array, block = self._exposed(), self._block
-        if block is None or block.handed is False:   # the heap, or a leaf no scope takes back
-            return array
-        return hand_out(array, block)
+        if block is not None and block.handed is not False:   # (not the heap, nor a leaf no
+            array = hand_out(array, block)                     # scope takes back)
+        if modes.capture is not None and self.requires_grad:   # an aot capture: numbers it
+            modes.capture.read_values(self, array)             # may freeze (see capture.py)
+        return array
 
     def _exposed(self) -> np.ndarray:
         """What .data shows: a leaf's own array, an op output's read-only view."""

@@ -69,7 +69,8 @@ class Embedding(Module):
         self.weight = parameter(weight.astype(dtype), "embedding.weight", arena)
 
     def forward(self, ids):
-        data = ids.data if isinstance(ids, Variable) else np.asarray(ids)
+        data = ids._data if isinstance(ids, Variable) else np.asarray(ids)   # (checks only: not
+        # .data, which an aot capture counts as values read out of the graph)
         if data.dtype.kind not in "iu":
             raise DtypeError(f"Embedding: ids of dtype {data.dtype} and shape {data.shape}; ids "
                             f"index the rows of the ({self.vocab}, {self.dim}) table, so they "

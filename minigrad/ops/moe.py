@@ -215,7 +215,7 @@ def moe_grouped_gemm_down(h, weight, expert_offsets):
 
 # -- checks: each names the op, the shapes, the rule and the fix ---------------------------------
 def _data(x) -> np.ndarray:
-    return x.data if isinstance(x, Variable) else np.asarray(x)
+    return x._data if isinstance(x, Variable) else np.asarray(x)
 
 
 def _check_float(op: str, what: str, a: np.ndarray, ndim: int, shape_text: str) -> None:

@@ -282,7 +282,7 @@ def rmsnorm(x, weight, eps: float = 1e-6):
 def fused_residual_rmsnorm(x, residual, weight, eps: float = 1e-6) -> tuple:
     """(residual_out, y): residual_out = residual + x, y = rmsnorm(residual_out) (one op in aot)."""
     residual_out = OPS["add"].apply(x, residual)
-    _check_norm("fused_residual_rmsnorm", residual_out.data, _array(weight), (x, residual))
+    _check_norm("fused_residual_rmsnorm", residual_out._data, _array(weight), (x, residual))
     y = FusedResidualRMSNorm.apply(x, residual, weight, residual_out=residual_out._data, eps=eps)
     link_outputs(y, residual_out=residual_out)
     return residual_out, y
