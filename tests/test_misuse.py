@@ -126,6 +126,16 @@ def test_augmented_assignment_statement_raises_inplace_error():
     np.testing.assert_array_equal(w.data, [1.0, 2.0, 3.0])
 
 
+@pytest.mark.parametrize("requires_grad", [True, False])
+def test_item_assignment_into_a_variable_says_how_to_build_a_new_one(requires_grad):
+    # was Python's TypeError "'Variable' object does not support item assignment"
+    w = leaf([1.0, 2.0, 3.0], requires_grad=requires_grad)
+    with pytest.raises(errors.InplaceError, match=r"x\[0\] = \.\.\. on .*records no writes "
+                       r"into a Variable.*Build a new Variable instead.*w\.data\[0\] = value"):
+        w[0] = 5.0
+    np.testing.assert_array_equal(w.data, [1.0, 2.0, 3.0])
+
+
 # --- 5. writing into arrays a live graph saved for backward -----------------------------------
 
 def test_writing_into_saved_array_of_live_graph_raises_numpy_readonly_error():

@@ -311,6 +311,16 @@ class Variable:
     def __itruediv__(self, other):
         return self._inplace("/=", "div", other)
 
+    def __setitem__(self, index, value):
+        """x[i] = v is refused (Python's own message was "does not support item assignment"):
+        a graph may have saved x, and an element written would change what backward reads."""
+        raise InplaceError(
+            f"x[{index!r}] = ... on {describe(self)}: minigrad records no writes into a "
+            f"Variable, because a graph may have saved its data for backward. Build a new "
+            f"Variable instead: with a numpy mask m, x * (1 - m) + value * m, or mg.concat of "
+            f"the pieces; to change a parameter's numbers (after backward), write its array: "
+            f"w.data[{index!r}] = value.")
+
     def _inplace(self, symbol: str, op: str, other):
         if self.requires_grad or getattr(other, "requires_grad", False):
             raise InplaceError(
