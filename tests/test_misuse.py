@@ -279,6 +279,23 @@ class CubeWithWrongBackward(mg.Function):
         return grad_output * 3.0 * x
 
 
+@pytest.mark.parametrize("inputs", [
+    pytest.param(lambda: [mg.create_leaf(np.array([1.0, -2.0]))], id="variable_without_requires_grad"),
+    pytest.param(lambda: [], id="no_inputs"),
+])
+def test_gradcheck_with_nothing_to_check_is_refused_not_passed(inputs):
+    # it returned True without comparing anything: a wrong backward passed
+    weight = mg.create_leaf(np.array([1.0, 1.0]), requires_grad=True)
+
+    def fn(*xs):
+        return (CubeWithWrongBackward.apply(xs[0] if xs else weight) * weight).sum()
+
+    with pytest.raises(errors.GradcheckError, match=r"gradcheck: none of the \d inputs is "
+                       r"differentiated.*would pass whatever backward computes.*Fix: pass "
+                       r"float64 arrays, or Variables made with requires_grad=True"):
+        mg.check.gradcheck(fn, *inputs())
+
+
 def test_gradcheck_failure_names_input_index_and_both_values():
     scale = mg.create_leaf(np.ones(5), requires_grad=True, name="scale_in")
     cube_in = mg.create_leaf(np.array([1.0, 0.0, 1.0, 0.0, -2.0]), requires_grad=True, name="cube_in")
