@@ -172,7 +172,8 @@ class Adam(Optimizer):
         p <- p - lr * m_hat / (sqrt(v_hat) + eps)
 
     Computed as p <- p - (lr / (1 - b1^t)) * m / (sqrt(v) / sqrt(1 - b2^t) + eps), the same
-    number with one fewer array pass.
+    number with one fewer array pass. The moments are kept in float32 for float16 parameters:
+    in float16, eps = 1e-8 rounds to 0, and an element whose gradient is 0 would step by 0 / 0.
     """
 
     def __init__(self, params, lr: float = 1e-3, betas=(0.9, 0.999), eps: float = 1e-8):
@@ -190,16 +191,18 @@ class Adam(Optimizer):
     def _update(self, i, data, grad):
         b1, b2 = self.betas
         state = self.state[i]
-        if state is None:
-            state = self.state[i] = {"t": 0, "m": np.zeros_like(data), "v": np.zeros_like(data),
-                                     "scratch": np.empty_like(data)}
+        if state is None:   # float32 at least: eps = 1e-8 is 0 in float16, and 0 / 0 is nan
+            dtype = np.promote_types(data.dtype, np.float32)
+            state = self.state[i] = {"t": 0, "m": np.zeros_like(data, dtype),
+                                     "v": np.zeros_like(data, dtype),
+                                     "scratch": np.empty_like(data, dtype)}
         state["t"] += 1
         t, m, v, tmp = state["t"], state["m"], state["v"], state["scratch"]
         np.multiply(m, b1, out=m)                     # m = b1 m + (1 - b1) g
-        np.multiply(grad, 1.0 - b1, out=tmp)
+        np.multiply(grad, 1.0 - b1, out=tmp, dtype=tmp.dtype)
         np.add(m, tmp, out=m)
         np.multiply(v, b2, out=v)                     # v = b2 v + (1 - b2) g^2
-        np.multiply(grad, grad, out=tmp)
+        np.multiply(grad, grad, out=tmp, dtype=tmp.dtype)   # (g^2 of 1e-4 is 0 in float16)
         np.multiply(tmp, 1.0 - b2, out=tmp)
         np.add(v, tmp, out=v)
         np.sqrt(v, out=tmp)                           # tmp = sqrt(v_hat) + eps

@@ -184,6 +184,22 @@ def test_adam_matches_numpy():
         np.testing.assert_allclose(g, e, rtol=1e-10, atol=1e-12)
 
 
+def test_adam_on_float16_parameters_matches_float64_to_float16_precision():
+    """In float16, eps = 1e-8 is 0: an element with a zero gradient stepped by 0 / 0 = nan, and
+    g^2 of a 1e-4 gradient was 0, so it stepped by m / eps (a huge step)."""
+    def run(dtype):
+        w = mg.create_leaf(np.array([1.0, 2.0, 3.0], dtype), requires_grad=True)
+        opt = optim.Adam([w], lr=0.01)
+        for _ in range(3):
+            opt.zero_grad()
+            (w * np.array([1.0, 0.0, 1e-4], dtype)).sum().backward()
+            opt.step()
+        return w.data
+    half = run(np.float16)
+    assert half.dtype == np.float16
+    np.testing.assert_allclose(half.astype(np.float64), run(np.float64), rtol=1e-3)
+
+
 def test_updates_in_place_with_state_allocated_once():
     model = nn.MLP([2, 8, 2], seed=0)
     X, y = data.moons(32)
