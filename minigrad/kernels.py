@@ -303,6 +303,9 @@ def relu(x: np.ndarray, out=None) -> np.ndarray:
 def mse(pred: np.ndarray, target: np.ndarray, out=None) -> np.ndarray:
     """mean((pred - target)^2), as a 0-d array (written into out when given)."""
     diff = pred - target
+    if diff.dtype == np.float16:   # summed in float32, as numpy's mean (eager's) does for float16
+        return divide_total(np.add.reduce(diff * diff, axis=None, dtype=np.float32), diff.size,
+                            out=out)
     return divide_total(np.vdot(diff, diff), diff.size, out=out)
 
 
