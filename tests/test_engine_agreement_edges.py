@@ -66,6 +66,31 @@ def test_aot_mean_of_many_float16_values_sums_in_float32_as_eager_and_numpy(name
                                rtol=1e-3)
 
 
+BIG = 70000   # more than float16's largest value, 65504
+BIG_TARGETS = np.random.default_rng(3).integers(0, 5, BIG)
+FLOAT16_COUNTS = {
+    "mean": (lambda x: (x * 2.0).mean(), (BIG, 2)),
+    "cross_entropy": (lambda x: mg.cross_entropy(x, BIG_TARGETS), (BIG, 5)),
+    "mse": (lambda x: mg.mse(x, np.zeros((BIG, 1), np.float16)), (BIG, 1)),
+    "log_softmax_mean": (lambda x: x.log_softmax(-1).mean(), (BIG // 5, 6)),
+}
+
+
+@pytest.mark.parametrize("name", FLOAT16_COUNTS)
+def test_a_float16_mean_over_more_than_65504_values_keeps_its_gradient(name):
+    """n = 70,000 is inf in float16, so dividing by n gave a zero gradient in eager (and the
+    cross-entropy loss -sum / inf = 0): the count is divided in float32 and rounded once."""
+    fn, shape = FLOAT16_COUNTS[name]
+    x = np.random.default_rng(4).standard_normal(shape).astype(np.float16)
+    want_loss, (want,) = eager_grads(fn, [x.astype(np.float64)])
+    for engine in (eager_grads, aot_grads):
+        loss, (grad, *_), *_ = engine(fn, [x])
+        assert grad.dtype == np.float16
+        assert loss == pytest.approx(want_loss, rel=3e-3, abs=1e-4), engine.__name__
+        assert np.abs(grad.astype(np.float64) - want).max() <= 1e-2 * np.abs(want).max(), \
+            engine.__name__
+
+
 DTYPE_MIXES = [(np.float16, np.float32), (np.float32, np.float16), (np.float32, np.float64),
                (np.float64, np.float32), (np.float16, np.float64), (np.float64, np.float16)]
 MIXED = {
