@@ -193,11 +193,17 @@ def checked_value(where: str, kind: str, name: str, value, info) -> np.ndarray:
     value = np.asarray(value.data if isinstance(value, Variable) else value)
     if info is None:
         return value
-    if value.shape != tuple(info.shape):
+    shape = tuple(info.shape)
+    if value.shape != shape:
+        fewer_rows = value.ndim == len(shape) > 0 and value.shape[1:] == shape[1:] \
+            and value.shape[0] < shape[0]
         raise ExecuteError(
             f"{where}: {kind} '{name}' has shape {value.shape}, the plan was compiled for "
-            f"{tuple(info.shape)}. Rule: an ahead-of-time plan has static shapes. Fix: capture "
-            f"and compile again with an example of the new shape.")
+            f"{shape}. Rule: an ahead-of-time plan has static shapes. Fix: capture and compile "
+            f"again with an example of the new shape"
+            + (f"; fewer rows than captured is often the last batch of batches(), which may be "
+               f"smaller: skip it (if len(yb) < {shape[0]}: continue) or compile a second plan "
+               f"for its size." if fewer_rows else "."))
     if not np.can_cast(value.dtype, info.dtype, "same_kind"):
         raise DtypeError(
             f"{where}: {kind} '{name}' has dtype {value.dtype}, the plan was compiled for "
