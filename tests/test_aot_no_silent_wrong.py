@@ -128,6 +128,23 @@ def test_a_parameter_given_new_data_is_used_by_the_next_run():
     assert_same_as_eager(fn, [W], executor, x)
 
 
+def test_a_model_parameter_replaced_by_another_variable_is_refused_at_run():
+    """layer.weight = create_leaf(...) after the Executor was made: the plan kept reading (and
+    the caller kept training) the old Variable, and the model's new one was never used."""
+    model = mg.nn.MLP([3, 4, 2], seed=0, dtype=np.float64)
+    x, y = RNG.normal(size=(5, 3)), np.array([0, 1, 1, 0, 1])
+    fn = lambda x, y: mg.cross_entropy(model(x), y)   # noqa: E731
+    forward = aot.capture(fn, x, y, params=model)
+    executor = aot.Executor(forward, aot.derive_backward_graph(forward), model, x, y)
+    model.layers[2].bias.data = np.ones(2)             # new values, same Variable: supported
+    assert float(executor.run(x, y)) == pytest.approx(fn(mg.create_leaf(x), y).item())
+    model.layers[2].bias = mg.create_leaf(np.zeros(2), requires_grad=True, name="layer1.bias")
+    with pytest.raises(aot.ExecuteError, match=r"parameter 'layer1.bias' \(Linear, attribute "
+                       r"'bias'\) is another Variable than when the Executor was made.*Fix: make "
+                       r"the Executor again"):
+        executor.run(x, y)
+
+
 def test_a_parameter_given_as_a_plain_array_is_read_on_every_run():
     W = param((3, 2), "W")
     fn = lambda x: (x @ W).sum()   # noqa: E731

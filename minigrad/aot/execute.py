@@ -26,6 +26,7 @@ from .. import optable
 from ..errors import DtypeError, MinigradError
 from ..kernels import run_calls
 from ..eager.variable import Variable
+from ..nn.layers import Module
 from . import placement
 from .capture import named_params
 from .ir import Graph, TensorInfo, is_saved, unsaved
@@ -227,8 +228,11 @@ def _check_declared_shape(op, name: str, array: np.ndarray, info) -> None:
 def _param_sources(params) -> dict:
     """name -> a function returning the parameter's current array (read again on every run)."""
     sources = {}
+    places = _places(params) if isinstance(params, Module) else {}
     for name, p in named_params(params).items():
-        if isinstance(p, Variable):
+        if id(p) in places:   # a model's: check it still holds this Variable (one dict lookup)
+            sources[name] = _checked_source(p, name, *places[id(p)])
+        elif isinstance(p, Variable):
             sources[name] = lambda p=p: p.data
         elif isinstance(p, np.ndarray):
             sources[name] = lambda p=p: p
@@ -237,3 +241,43 @@ def _param_sources(params) -> dict:
                                f"params are Variables or numpy arrays. Fix: pass the model, a list "
                                f"of its parameter Variables or a dict name -> Variable or ndarray.")
     return sources
+
+
+def _places(model: Module) -> dict:
+    """id(parameter) -> (owner, key): where the model keeps each of its Variables, an attribute
+    of a Module or an item of a list, tuple or dict (the first place found)."""
+    places, seen, stack = {}, set(), [model]
+    while stack:
+        owner = stack.pop()
+        if id(owner) in seen:
+            continue
+        seen.add(id(owner))
+        items = (vars(owner).items() if isinstance(owner, Module) else owner.items()
+                 if isinstance(owner, dict) else enumerate(owner))
+        for key, value in items:
+            if isinstance(value, Variable):
+                places.setdefault(id(value), (owner, key))
+            elif isinstance(value, (Module, list, tuple, dict)):
+                stack.append(value)
+    return places
+
+
+def _checked_source(p: Variable, name: str, owner, key):
+    """p's array, after checking the model still keeps p where it did when the plan was made:
+    `layer.weight = create_leaf(...)` would leave the plan reading the old Variable, silently."""
+    holder = vars(owner) if isinstance(owner, Module) else owner
+
+    def source() -> np.ndarray:
+        if holder[key] is not p:
+            raise _replaced_error(name, owner, key)
+        return p.data
+    return source
+
+
+def _replaced_error(name: str, owner, key) -> ExecuteError:
+    return ExecuteError(
+        f"Executor.run: the model's parameter '{name}' ({type(owner).__name__}, "
+        f"{'attribute' if isinstance(owner, Module) else 'item'} {key!r}) is another Variable "
+        f"than when the Executor was made. Rule: a plan reads the Variables it was given; the "
+        f"replaced one would be read (and trained) no more, and the new one never. Fix: make the "
+        f"Executor again, or keep the Variable and give it new values (w.data = new_array).")
