@@ -500,11 +500,31 @@ def test_data_of_another_shape_is_refused_while_a_graph_saved_the_old_one():
 def test_data_of_the_same_shape_keeps_the_gradient_buffer():
     w = param([1.0, 2.0])
     (w * 3.0).sum().backward()
-    buffer = w.grad
+    buffer = id(w.grad)   # (an id, not the array: a kept array is never written again, below)
     w.data = np.array([4.0, 5.0])
     w.zero_grad()
     (w * 2.0).sum().backward()
-    assert w.grad is buffer                            # zero_grad's promise: no new array
+    assert id(w.grad) == buffer                        # zero_grad's promise: no new array
+
+
+def test_a_gradient_kept_from_grad_keeps_its_values_after_zero_grad_and_the_next_backward():
+    # history.append(w.grad) held one array, rewritten by every backward: [last, last, last]
+    w = param([1.0, 2.0])
+    opt = mg.optim.SGD([w], lr=0.1)
+    history = []
+    for _ in range(3):
+        opt.zero_grad()
+        (w * w).sum().backward()
+        history.append(w.grad)
+        opt.step()
+    np.testing.assert_allclose(history, [[2.0, 4.0], [1.6, 3.2], [1.28, 2.56]])
+    ids = [id(w.grad)]   # nothing kept any more: the array is reused again
+    for _ in range(2):
+        opt.zero_grad()
+        (w * w).sum().backward()
+        ids.append(id(w.grad))
+        opt.step()
+    assert ids[1] == ids[2]
 
 
 @pytest.mark.parametrize("where", ["heap", "perm-arena"])

@@ -9,6 +9,7 @@ that is how this module uses ops without importing them (no import circle: ops m
 """
 from __future__ import annotations
 
+import sys
 import warnings
 
 import numpy as np
@@ -167,8 +168,14 @@ class Variable:
         """Forget the accumulated gradient: .grad reads None until the next backward writes it.
 
         The gradient array is kept and the next backward writes into it again, so a training
-        loop allocates no new gradient memory per step. Copy a gradient you want to keep.
+        loop allocates no new gradient memory per step; unless you kept the array
+        (history.append(w.grad)): then the next backward starts a new one, so what you kept keeps
+        its values. (Counted by references: the buffer, ._grad and the two of this check.)
         """
+        buffer = self._grad_buffer
+        if buffer is not None and self._block is None and \
+                sys.getrefcount(buffer) > 3 + (self._grad is buffer):
+            self._grad_buffer = None
         self._grad = self._grad_variable = None
 
     def detach(self) -> "Variable":
