@@ -145,6 +145,28 @@ def test_a_model_parameter_replaced_by_another_variable_is_refused_at_run():
         executor.run(x, y)
 
 
+def test_an_intermediate_read_from_a_plan_with_shared_buffers_is_refused():
+    """executor['relu_1'] after a run handed out a buffer later tensors had reused: another
+    tensor's numbers, without a word (with share_buffers=True, the default)."""
+    model = mg.nn.MLP([4, 16, 16, 3], seed=0, dtype=np.float64)
+    x, y = RNG.normal(size=(8, 4)), np.array([0, 1, 2, 0, 1, 2, 0, 1])
+    forward = aot.capture(lambda x, y: mg.cross_entropy(model(x), y), x, y, params=model)
+    backward = aot.derive_backward_graph(forward)
+    shared = aot.Executor(forward, backward, model, x, y)
+    own = aot.Executor(forward, backward, model, x, y, share_buffers=False)
+    shared.run(x, y)
+    own.run(x, y)
+    hidden = forward.operations[1].outputs[0]          # the first relu's output
+    with pytest.raises(aot.ExecuteError, match=rf"Executor\['{hidden}'\]: with share_buffers=True.*"
+                       r"Fix: Executor\(\.\.\., share_buffers=False\)"):
+        shared[hidden]
+    with mg.no_grad():
+        want = model.layers[1](model.layers[0](mg.create_leaf(x))).data
+    np.testing.assert_allclose(own[hidden], want)       # unshared: every tensor readable
+    for name in (forward.inputs[0], "layer0.weight", "loss", "d_layer0.weight"):   # their own
+        np.testing.assert_array_equal(shared[name], own[name])
+
+
 def test_a_parameter_given_as_a_plain_array_is_read_on_every_run():
     W = param((3, 2), "W")
     fn = lambda x: (x @ W).sum()   # noqa: E731

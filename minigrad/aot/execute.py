@@ -12,7 +12,8 @@ for each op in order. Views (reshape, identity, transpose) cost nothing: their o
 of the input's buffer, made once. Every tensor keeps its own buffer (saved tensors included), so a
 saved.x is simply x's buffer; plan.py says how much memory a buffer-sharing runtime would need.
 Buffers are reused by the next run: copy a result to keep it (run() returns its loss as a copy;
-grads() and executor[name] hand out the buffers themselves).
+grads() and executor[name] hand out the buffers themselves; with shared buffers, executor[name]
+refuses an intermediate, whose memory later tensors reuse).
 
 run() copies each input and parameter into the plan's own buffer first, after checking its shape
 and kind of dtype: the plan reads a parameter's current array on every run (`w.data = new` and
@@ -75,8 +76,12 @@ class Executor:
             self.backward_calls = self._compile(backward.operations, backward, saved_ok=True)
             self.backward_calls += self._cast_grads(backward)
         self.unshared_bytes = self.arena_bytes = None
+        self.own_buffers = None   # with shared buffers: the tensors sure to keep their values
         if share_buffers:
             self._share_buffers(params)
+            self.own_buffers = {*forward.inputs, *forward.params, *forward.constants,
+                                *forward.outputs, *(backward.inputs + backward.outputs
+                                                    if backward is not None else ())}
 
     def _share_buffers(self, params) -> None:
         fixed = {*self.forward.params, *self.forward.constants}
@@ -185,7 +190,17 @@ class Executor:
         return {name: self.env[name] for name in self.backward.outputs}
 
     def __getitem__(self, name: str) -> np.ndarray:
-        return self.env[unsaved(name)]
+        name = unsaved(name)
+        if self.own_buffers is not None and name in self.env and name not in self.own_buffers:
+            # (an intermediate's memory is lent to later tensors: it would read their values)
+            raise ExecuteError(
+                f"Executor['{name}']: with share_buffers=True (the default) the buffer of an "
+                f"intermediate tensor is reused by later tensors of the run, so after run() it "
+                f"may hold another tensor's values. Rule: only inputs, parameters, constants, "
+                f"outputs and gradients keep a buffer of their own. Fix: "
+                f"Executor(..., share_buffers=False) to read every tensor, or return '{name}' "
+                f"from fn as a second output.")
+        return self.env[name]
 
 
 def checked_value(where: str, kind: str, name: str, value, info) -> np.ndarray:
