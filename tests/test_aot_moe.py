@@ -313,7 +313,8 @@ def test_float32_layer_stays_float32_and_matches_eager():
     for (name, g), expected in zip(run.grads().items(), eager_grads):
         assert g.dtype == np.float32, name
         assert np.allclose(g, expected, rtol=1e-4, atol=1e-5), name
-    assert all(run[t].dtype == (np.int64 if "indices" in t or "offsets" in t else np.float32)
+    # the buffers' dtypes (env: run[t] refuses intermediates, whose values later tensors reuse)
+    assert all(run.env[t].dtype == (np.int64 if "indices" in t or "offsets" in t else np.float32)
                for o in forward.operations if o.type.startswith("moe") for t in o.outputs)
 
 
