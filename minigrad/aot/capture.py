@@ -14,6 +14,11 @@ What the graph walk cannot see, capture decides explicitly (never a silently sta
   stop_gradient(x): the live value on every run, with no gradient through it; every op after
   a detach() is recorded too (a float detach() result is the output of a StopGradient node
   that requires grad while capture records, so the ops that read it build a graph);
+* v.item(), v.numpy() and bool(v) (an if on a value) of a traced tensor are refused: the number,
+  copy or branch would be frozen; numpy work on a traced tensor's .data cannot be seen, so a
+  .data read the plan never gets as an operand is warned of (CaptureWarning, at the end);
+* integer inputs (ids, targets) are recorded like frozen parameters, so ops on them alone
+  (targets.reshape(-1)) follow new data;
 * no_grad() inside fn is refused (its results would be frozen constants);
   (how capture knows: while fn runs, modes.capture is its Recording, which detach() asks for
   its result and no_grad() asks first);
