@@ -279,8 +279,7 @@ class TinyTransformer(Module):
             raise ShapeError(f"TinyTransformer: ids of shape {tuple(ids.shape)} and targets of "
                              f"shape {tuple(targets.shape)}; the loss reads one target per "
                              f"position, flattened row after row, shape ({rows},). Fix: "
-                             f"targets.reshape(-1) before the call (outside the model, so that "
-                             f"aot.capture sees the targets as an input).")
+                             f"targets.reshape(-1) before the call.")
         h = self.hidden_states(ids)
         return ops.fused_lm_head_loss(h, self.lm_head, targets)
 
