@@ -338,6 +338,8 @@ def _record(graph: Graph, v: Variable, names: dict, owners: dict, used: set) -> 
         if id(x) not in names:
             _name_leaf(graph, x, names, owners, used)
     node = v.grad_fn
+    if node.linked_outputs:   # a several-output op makes its index outputs from its inputs' .data
+        used.update(_memory(x._data) for x in inputs)   # (moe_topk's indices): run by the plan
     if node.name == "stop_gradient" and id(v) not in names and v.name == inputs[0].name:
         names[id(v)] = _free_name(None, f"{names[id(inputs[0])]}.detached", graph)
     row = optable.captured().get(node.name)   # how the op's row says to write it
