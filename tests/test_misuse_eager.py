@@ -497,6 +497,21 @@ def test_data_of_another_shape_is_refused_while_a_graph_saved_the_old_one():
     assert w.shape == (3,) and w.grad is None
 
 
+@pytest.mark.parametrize("new_shape", [(1,), (3,)])
+def test_data_of_another_shape_is_refused_while_a_graph_that_saved_nothing_of_it_lives(new_shape):
+    # add saves nothing, so the saved-array table could not tell: w.data = np.ones(1) was
+    # accepted, and backward summed the old (2,) gradient into the new shape, [2.0]
+    w = param([1.0, 2.0], name="w")
+    loss = (w + np.array([1.0, 1.0])).sum()
+    with pytest.raises(errors.InplaceError, match=rf"shape \({new_shape[0]},\) on Variable 'w'.*"
+                       r"will send it a gradient.*old shape \(2,\).*Fix: run backward"):
+        w.data = np.ones(new_shape)
+    loss.backward()
+    np.testing.assert_allclose(w.grad, [1.0, 1.0])
+    w.data = np.ones(new_shape)                        # the graph is consumed: now it may
+    assert w.shape == new_shape and w.grad is None
+
+
 def test_data_of_the_same_shape_keeps_the_gradient_buffer():
     w = param([1.0, 2.0])
     (w * 3.0).sum().backward()

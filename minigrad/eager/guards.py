@@ -6,6 +6,7 @@ by duck typing, like the engine, and imports neither Variable nor Function.
 """
 from __future__ import annotations
 
+import gc
 import math
 import os
 import traceback
@@ -129,10 +130,24 @@ def checked_grad(variable, value) -> np.ndarray:
 
 def reshaped_while_saved(variable, shape: tuple) -> InplaceError:
     return InplaceError(
-        f"w.data = an array of shape {shape} on {describe(variable)}: a graph that saved its "
-        f"data is still alive, and its backward would send a gradient of the old shape. Rule: "
-        f"a parameter changes shape only when no graph uses it. Fix: run backward (or drop the "
-        f"loss) first, then assign the new data.")
+        f"w.data = an array of shape {shape} on {describe(variable)}: a graph that reads it "
+        f"(saved its data, or will send it a gradient) is still alive, and its backward would "
+        f"send a gradient of the old shape {variable.shape}. Rule: a parameter changes shape "
+        f"only when no graph uses it. Fix: run backward (or drop the loss) first, then assign "
+        f"the new data.")
+
+
+def read_by_live_graph(variable) -> bool:
+    """Whether a live graph node has variable among its inputs, so that its backward will send
+    variable a gradient of the shape it has now. Nodes are found through the tuples that hold
+    variable (gc.get_referrers scans the heap: run only when a leaf's data changes shape, which
+    is rare; an add saves nothing, so the saved-array table cannot tell)."""
+    for holder in gc.get_referrers(variable):
+        if type(holder) is tuple:
+            for node in gc.get_referrers(holder):
+                if getattr(node, "inputs", None) is holder and getattr(node, "released", None) is False:
+                    return True
+    return False
 
 
 # -- backward --------------------------------------------------------------------------------------

@@ -20,7 +20,8 @@ from ..errors import InplaceError, NonLeafGradWarning, ShapeError
 from ..modes import modes
 from ..names import check_name
 from .guards import (check_leaf_dtype, check_shareable, checked_grad, describe, log_of_base,
-                     not_an_array, not_comparable, not_numeric, reshaped_while_saved)
+                     not_an_array, not_comparable, not_numeric, read_by_live_graph,
+                     reshaped_while_saved)
 from .readonly import in_live_graph, leaf_on_allocator
 
 OPS: dict = {}   # op name -> Function subclass, filled by minigrad/ops via function.register
@@ -82,7 +83,7 @@ class Variable:
         if array is self._data or same_memory(array, self._data):   # w.data -= lr * w.grad:
             return                                                  # changed in place already
         if array.shape != self._data.shape:   # the old gradient was of another parameter
-            if in_live_graph(self._data):
+            if in_live_graph(self._data) or read_by_live_graph(self):
                 raise reshaped_while_saved(self, array.shape)
             self._grad = self._grad_buffer = None
         self._data, self._block = array, None   # (the new array is not on an allocator)
