@@ -522,9 +522,10 @@ def test_data_of_the_same_shape_keeps_the_gradient_buffer():
     assert id(w.grad) == buffer                        # zero_grad's promise: no new array
 
 
-def test_a_gradient_kept_from_grad_keeps_its_values_after_zero_grad_and_the_next_backward():
+@pytest.mark.parametrize("where", ["heap", "perm-arena"])
+def test_a_gradient_kept_from_grad_keeps_its_values_after_zero_grad_and_the_next_backward(where):
     # history.append(w.grad) held one array, rewritten by every backward: [last, last, last]
-    w = param([1.0, 2.0])
+    w = param([1.0, 2.0], arena=mg.Arena("perm-kept", 1 << 12) if where == "perm-arena" else None)
     opt = mg.optim.SGD([w], lr=0.1)
     history = []
     for _ in range(3):

@@ -170,11 +170,12 @@ class Variable:
 
         The gradient array is kept and the next backward writes into it again, so a training
         loop allocates no new gradient memory per step; unless you kept the array
-        (history.append(w.grad)): then the next backward starts a new one, so what you kept keeps
-        its values. (Counted by references: the buffer, ._grad and the two of this check.)
+        (history.append(w.grad)): then the next backward starts a new one (on the heap, also for
+        a parameter on an arena), so what you kept keeps its values. (Counted by references: the
+        buffer, ._grad and the two of this check.)
         """
         buffer = self._grad_buffer
-        if buffer is not None and self._block is None and \
+        if buffer is not None and \
                 sys.getrefcount(buffer) > 3 + (self._grad is buffer):
             self._grad_buffer = None
         self._grad = self._grad_variable = None
