@@ -34,6 +34,13 @@ def gradcheck(fn: Callable[..., Variable], *inputs, eps: float = 1e-6, atol: flo
         names.append(f"input {i} ({name!r}, shape {array.shape})" if name
                      else f"input {i} (shape {array.shape})")
 
+    if not any(wanted):   # a check that checks nothing would pass whatever backward does
+        raise GradcheckError(
+            f"gradcheck: none of the {len(inputs)} inputs is differentiated (a Variable is "
+            f"checked only when it requires grad), so nothing would be compared and gradcheck "
+            f"would pass whatever backward computes. Fix: pass float64 arrays, or Variables "
+            f"made with requires_grad=True; a parameter fn reads from its closure is not checked: "
+            f"pass it as an input.")
     leaves = [create_leaf(a, requires_grad=w) for a, w in zip(arrays, wanted)]
     out = fn(*leaves)
     # A scalar output is checked as is; a larger one through a fixed random projection.

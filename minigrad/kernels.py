@@ -176,10 +176,27 @@ def averaged_count(in_size: int, out_size: int) -> int:
     return in_size // out_size if out_size else 1
 
 
-def divide_total(total, count: int, out=None) -> np.ndarray:
-    """total / count in total's dtype. Dtype stated because numpy 1.x promotes a float32 scalar
-    divided by a Python int to float64 (value-based casting; numpy 2 keeps float32, NEP 50)."""
-    return np.divide(total, count, out=out, dtype=np.result_type(total))
+def divide_total(total, count: int, out=None, dtype=None) -> np.ndarray:
+    """total / count in total's dtype (or dtype). Dtype stated because numpy 1.x promotes a float32
+    scalar divided by a Python int to float64 (value-based casting; numpy 2 keeps float32, NEP 50)."""
+    dtype = np.result_type(total) if dtype is None else np.dtype(dtype)
+    if dtype != np.float16:
+        return np.divide(total, count, out=out, dtype=dtype)
+    # float16: a count over 65504 is inf there (x / inf = 0), so divide in float32 and round once
+    quotient = as_array(np.divide(total, count, dtype=np.float32))
+    if out is None:
+        return quotient.astype(np.float16)
+    np.copyto(out, quotient, casting="same_kind")
+    return out
+
+
+def mean_total(values: np.ndarray, count: int, out=None) -> np.ndarray:
+    """sum(values) / count in values' dtype; float16 is summed in float32 (its largest value is
+    65504), as numpy's mean does."""
+    if values.dtype != np.float16:
+        return divide_total(np.add.reduce(values, axis=None), count, out=out)
+    return divide_total(np.add.reduce(values, axis=None, dtype=np.float32), count, out=out,
+                        dtype=np.float16)
 
 
 def tanh_backward(y: np.ndarray, grad_output: np.ndarray, out=None) -> np.ndarray:
@@ -272,14 +289,14 @@ def cross_entropy(logits: np.ndarray, targets: np.ndarray, out=None) -> np.ndarr
     """-mean_i log softmax(logits_i)[t_i], as a 0-d array (written into out when given)."""
     log_probs = log_softmax(logits, 1)
     picked = log_probs[np.arange(logits.shape[0]), targets]
-    return divide_total(np.add.reduce(picked), -logits.shape[0], out=out)
+    return mean_total(picked, -logits.shape[0], out=out)
 
 
 def cross_entropy_backward(logits: np.ndarray, targets: np.ndarray, grad_output: np.ndarray,
                            out=None) -> np.ndarray:
     """d cross_entropy / d logits: (softmax(logits) - onehot(t)) / N * g."""
     n = logits.shape[0]
-    scale = grad_output / n
+    scale = divide_total(grad_output, n)
     grad = softmax(logits, 1, out=out)
     grad *= scale
     grad[np.arange(n), targets] -= scale
@@ -307,13 +324,15 @@ def relu(x: np.ndarray, out=None) -> np.ndarray:
 def mse(pred: np.ndarray, target: np.ndarray, out=None) -> np.ndarray:
     """mean((pred - target)^2), as a 0-d array (written into out when given)."""
     diff = pred - target
+    if diff.dtype == np.float16:   # summed in float32, as numpy's mean (eager's) does for float16
+        return mean_total(diff * diff, diff.size, out=out)
     return divide_total(np.vdot(diff, diff), diff.size, out=out)
 
 
 def mse_backward(pred: np.ndarray, target: np.ndarray, grad_output: np.ndarray, out=None) -> np.ndarray:
     """d mse / d pred: 2 (pred - target) / n * g (the target's gradient is its negative)."""
     grad = np.subtract(pred, target, out=out)
-    grad *= 2.0 * grad_output / grad.size
+    grad *= divide_total(2.0 * grad_output, grad.size)
     return grad
 
 

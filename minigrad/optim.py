@@ -17,7 +17,8 @@ import math
 
 import numpy as np
 
-from .errors import InplaceError, ShapeError
+from .errors import BackwardError, DtypeError, InplaceError, ShapeError
+from .eager.readonly import in_live_graph
 from .eager.variable import Variable
 
 __all__ = ["Optimizer", "SGD", "Adam"]
@@ -44,9 +45,7 @@ class Optimizer:
             if id(p) not in seen:   # a parameter listed twice is updated once
                 seen.add(id(p))
                 unique.append(p)
-        if not (isinstance(lr, (int, float)) and lr > 0):
-            raise ValueError(f"{type(self).__name__}(lr={lr!r}): the learning rate must be a "
-                             f"positive number. Fix: e.g. lr=0.01.")
+        _check_lr(type(self).__name__, lr)
         self.params = unique
         self.lr = float(lr)
         self.state: list = [None] * len(unique)   # per parameter, made at its first update
@@ -59,6 +58,8 @@ class Optimizer:
     def step(self) -> None:
         """Update every parameter that has a gradient, in place."""
         todo = [(i, p) for i, p in enumerate(self.params) if p._grad is not None]
+        if not todo:   # a step that would change nothing is a forgotten backward
+            raise _no_gradient_error(self)
         # Check all before changing any, so a refused step leaves parameters and state as they were.
         for i, p in todo:
             p._check_alive()   # a parameter made inside a batch scope is stale by now
@@ -79,6 +80,31 @@ class Optimizer:
         raise NotImplementedError
 
 
+def _check_lr(owner: str, lr) -> None:
+    """A learning rate is a finite positive number: Python's or numpy's (np.float32(0.01) too)."""
+    if isinstance(lr, bool) or not isinstance(lr, (int, float, np.integer, np.floating)):
+        raise DtypeError(f"{owner}(lr={lr!r}): the learning rate is a {type(lr).__name__}; it must "
+                         f"be a number (int, float or a numpy scalar), read once when the "
+                         f"optimiser is made. Fix: e.g. lr=0.01 (for a Variable or an array, "
+                         f"lr=float(x.item())); to change it later, set opt.lr = new_number.")
+    if not (math.isfinite(lr) and lr > 0):
+        raise ValueError(f"{owner}(lr={lr!r}): the learning rate must be a finite positive "
+                         f"number (0 or less does not descend; inf or nan would make every "
+                         f"parameter inf or nan at the first step). Fix: e.g. lr=0.01.")
+
+
+def _no_gradient_error(opt: Optimizer) -> BackwardError:
+    count = len(opt.params)
+    return BackwardError(
+        f"{type(opt).__name__}.step(): none of its {count} parameter{'s' * (count != 1)} has a "
+        f"gradient, so the step would change nothing (training would stand still without a "
+        f"word). Rule: step() follows a backward() that reached the optimiser's parameters. "
+        f"Fix: call loss.backward() before opt.step(), and opt.zero_grad() before the forward "
+        f"(not between backward and step); if the model's parameters were replaced after the "
+        f"optimiser was made (layer.weight = create_leaf(...)), make the optimiser again from "
+        f"model.parameters().")
+
+
 def _reshaped_error(opt: Optimizer, p: Variable, i: int, state_shape: tuple) -> ShapeError:
     name = repr(p.name) if p.name else f"number {i} of its list"
     return ShapeError(
@@ -91,6 +117,13 @@ def _reshaped_error(opt: Optimizer, p: Variable, i: int, state_shape: tuple) -> 
 
 def _locked_error(opt: Optimizer, p: Variable) -> InplaceError:
     name = repr(p.name) if p.name else f"of shape {p.shape}"
+    if not in_live_graph(p._data):   # no graph holds it: the array given to w.data was read-only
+        return InplaceError(
+            f"{type(opt).__name__}.step(): parameter {name} cannot be updated in place: its "
+            f"array is read-only, and no graph holds it, so .data was given a read-only array "
+            f"(an op output's .data, np.broadcast_to(...), an array with writeable=False). "
+            f"Rule: an optimiser writes into each parameter's own array. Fix: give it a "
+            f"writable copy, w.data = np.array(values).")
     return InplaceError(
         f"{type(opt).__name__}.step(): parameter {name} cannot be updated in place: it is saved "
         f"by a graph that is still alive (a loss or output kept without backward, e.g. an "
@@ -139,7 +172,8 @@ class Adam(Optimizer):
         p <- p - lr * m_hat / (sqrt(v_hat) + eps)
 
     Computed as p <- p - (lr / (1 - b1^t)) * m / (sqrt(v) / sqrt(1 - b2^t) + eps), the same
-    number with one fewer array pass.
+    number with one fewer array pass. The moments are kept in float32 for float16 parameters:
+    in float16, eps = 1e-8 rounds to 0, and an element whose gradient is 0 would step by 0 / 0.
     """
 
     def __init__(self, params, lr: float = 1e-3, betas=(0.9, 0.999), eps: float = 1e-8):
@@ -157,16 +191,18 @@ class Adam(Optimizer):
     def _update(self, i, data, grad):
         b1, b2 = self.betas
         state = self.state[i]
-        if state is None:
-            state = self.state[i] = {"t": 0, "m": np.zeros_like(data), "v": np.zeros_like(data),
-                                     "scratch": np.empty_like(data)}
+        if state is None:   # float32 at least: eps = 1e-8 is 0 in float16, and 0 / 0 is nan
+            dtype = np.promote_types(data.dtype, np.float32)
+            state = self.state[i] = {"t": 0, "m": np.zeros_like(data, dtype),
+                                     "v": np.zeros_like(data, dtype),
+                                     "scratch": np.empty_like(data, dtype)}
         state["t"] += 1
         t, m, v, tmp = state["t"], state["m"], state["v"], state["scratch"]
         np.multiply(m, b1, out=m)                     # m = b1 m + (1 - b1) g
-        np.multiply(grad, 1.0 - b1, out=tmp)
+        np.multiply(grad, 1.0 - b1, out=tmp, dtype=tmp.dtype)
         np.add(m, tmp, out=m)
         np.multiply(v, b2, out=v)                     # v = b2 v + (1 - b2) g^2
-        np.multiply(grad, grad, out=tmp)
+        np.multiply(grad, grad, out=tmp, dtype=tmp.dtype)   # (g^2 of 1e-4 is 0 in float16)
         np.multiply(tmp, 1.0 - b2, out=tmp)
         np.add(v, tmp, out=v)
         np.sqrt(v, out=tmp)                           # tmp = sqrt(v_hat) + eps

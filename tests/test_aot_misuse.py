@@ -48,6 +48,17 @@ def test_run_refuses_a_new_shape():
         executor.run()
 
 
+def test_run_on_the_last_smaller_batch_says_it_may_be_skipped():
+    _, forward, backward = small()
+    executor = aot.Executor(forward, backward, None, np.ones((2, 3)))
+    with pytest.raises(aot.ExecuteError, match=r"'a' has shape \(1, 3\).*compiled for \(2, 3\).*"
+                       r"last batch of batches\(\).*skip it \(if len\(yb\) < 2: continue\)"):
+        executor.run(np.ones((1, 3)))
+    with pytest.raises(aot.ExecuteError) as wider:   # another shape: no word about batches
+        executor.run(np.ones((2, 4)))
+    assert "batches()" not in str(wider.value)
+
+
 def test_executor_names_an_op_it_has_no_kernel_for():
     _, forward, backward = small()
     forward.operations[0] = aot.Operation("mystery_0", "mystery", ("a",), ("tanh_0",))

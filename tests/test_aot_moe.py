@@ -108,6 +108,18 @@ def test_unpermute():
     assert sorted(backward.save) == ["expert_out", "routing_weights", "scatter_indices"]
 
 
+def test_a_plan_checks_the_scatter_indices_fed_to_it_on_every_run():
+    r = rng_for(0)
+    arrays = [r.standard_normal((N * K, D)), r.uniform(0.1, 1, (N, K)),
+              r.permutation(N * K).astype(np.int64)]
+    forward = aot.capture(lambda rows, w, s: mg.moe_unpermute(rows, w, s).sum(),
+                          *as_inputs(arrays), input_names=["rows", "weights", "scatter_indices"])
+    run = aot.Executor(forward, aot.derive_backward_graph(forward), None, *arrays)
+    repeated = np.zeros(N * K, np.int64)   # every (token, slot) reads row 0
+    with pytest.raises(mg.errors.ShapeError, match="permutation"):
+        run.run(arrays[0], arrays[1], repeated)
+
+
 def test_grouped_gemms_between_fixed_permutation_data():
     """gate_up, silu * up, down and unpermute in one graph, offsets and scatter fed as data."""
     def make(r):
@@ -301,7 +313,8 @@ def test_float32_layer_stays_float32_and_matches_eager():
     for (name, g), expected in zip(run.grads().items(), eager_grads):
         assert g.dtype == np.float32, name
         assert np.allclose(g, expected, rtol=1e-4, atol=1e-5), name
-    assert all(run[t].dtype == (np.int64 if "indices" in t or "offsets" in t else np.float32)
+    # the buffers' dtypes (env: run[t] refuses intermediates, whose values later tensors reuse)
+    assert all(run.env[t].dtype == (np.int64 if "indices" in t or "offsets" in t else np.float32)
                for o in forward.operations if o.type.startswith("moe") for t in o.outputs)
 
 

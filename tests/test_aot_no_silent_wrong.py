@@ -128,6 +128,45 @@ def test_a_parameter_given_new_data_is_used_by_the_next_run():
     assert_same_as_eager(fn, [W], executor, x)
 
 
+def test_a_model_parameter_replaced_by_another_variable_is_refused_at_run():
+    """layer.weight = create_leaf(...) after the Executor was made: the plan kept reading (and
+    the caller kept training) the old Variable, and the model's new one was never used."""
+    model = mg.nn.MLP([3, 4, 2], seed=0, dtype=np.float64)
+    x, y = RNG.normal(size=(5, 3)), np.array([0, 1, 1, 0, 1])
+    fn = lambda x, y: mg.cross_entropy(model(x), y)   # noqa: E731
+    forward = aot.capture(fn, x, y, params=model)
+    executor = aot.Executor(forward, aot.derive_backward_graph(forward), model, x, y)
+    model.layers[2].bias.data = np.ones(2)             # new values, same Variable: supported
+    assert float(executor.run(x, y)) == pytest.approx(fn(mg.create_leaf(x), y).item())
+    model.layers[2].bias = mg.create_leaf(np.zeros(2), requires_grad=True, name="layer1.bias")
+    with pytest.raises(aot.ExecuteError, match=r"parameter 'layer1.bias' \(Linear, attribute "
+                       r"'bias'\) is another Variable than when the Executor was made.*Fix: make "
+                       r"the Executor again"):
+        executor.run(x, y)
+
+
+def test_an_intermediate_read_from_a_plan_with_shared_buffers_is_refused():
+    """executor['relu_1'] after a run handed out a buffer later tensors had reused: another
+    tensor's numbers, without a word (with share_buffers=True, the default)."""
+    model = mg.nn.MLP([4, 16, 16, 3], seed=0, dtype=np.float64)
+    x, y = RNG.normal(size=(8, 4)), np.array([0, 1, 2, 0, 1, 2, 0, 1])
+    forward = aot.capture(lambda x, y: mg.cross_entropy(model(x), y), x, y, params=model)
+    backward = aot.derive_backward_graph(forward)
+    shared = aot.Executor(forward, backward, model, x, y)
+    own = aot.Executor(forward, backward, model, x, y, share_buffers=False)
+    shared.run(x, y)
+    own.run(x, y)
+    hidden = forward.operations[1].outputs[0]          # the first relu's output
+    with pytest.raises(aot.ExecuteError, match=rf"Executor\['{hidden}'\]: with share_buffers=True.*"
+                       r"Fix: Executor\(\.\.\., share_buffers=False\)"):
+        shared[hidden]
+    with mg.no_grad():
+        want = model.layers[1](model.layers[0](mg.create_leaf(x))).data
+    np.testing.assert_allclose(own[hidden], want)       # unshared: every tensor readable
+    for name in (forward.inputs[0], "layer0.weight", "loss", "d_layer0.weight"):   # their own
+        np.testing.assert_array_equal(shared[name], own[name])
+
+
 def test_a_parameter_given_as_a_plain_array_is_read_on_every_run():
     W = param((3, 2), "W")
     fn = lambda x: (x @ W).sum()   # noqa: E731
@@ -327,6 +366,79 @@ def test_no_grad_inside_a_captured_function_is_refused():
 def test_capture_inside_no_grad_is_refused():
     with mg.no_grad(), pytest.raises(aot.CaptureError, match=r"called inside no_grad\(\).*Fix"):
         aot.capture(lambda x: (x * 2.0).sum(), np.ones(3))
+
+
+@pytest.mark.parametrize("prepare", [
+    pytest.param(lambda t: t.reshape(-1), id="reshape"),
+    pytest.param(lambda t: t[:, 0], id="getitem"),
+    pytest.param(lambda t: (t + 0).reshape(-1), id="add_then_reshape"),
+])
+def test_an_op_on_integer_targets_inside_fn_follows_new_targets(prepare):
+    """An op on an integer input alone built no node, so the plan kept the capture-time
+    targets as a constant: a later run with other targets gave the first run's loss."""
+    W = param((5, 3), "W")
+    fn = lambda x, t: mg.cross_entropy(x @ W, prepare(t))   # noqa: E731
+    x = RNG.normal(size=(4, 5))
+    first, other = np.array([[0], [1], [2], [0]]), np.array([[2], [2], [1], [1]])
+    executor = plan(fn, [W], x, first)
+    assert_same_as_eager(fn, [W], executor, x, other)
+
+
+@pytest.mark.parametrize("take_out, how", [
+    (lambda x, h: (h * x.sum().item()).sum(), "item()"),
+    (lambda x, h: (h * 2.0).sum() if h.sum() else h.sum(), "bool()"),
+    (lambda x, h: (h * mg.create_leaf(h.numpy())).sum(), "numpy()"),
+    (lambda x, h: (h * W_TAKEN.max().item()).sum(), "item()"),   # a parameter's value
+])
+def test_a_value_taken_out_of_the_graph_inside_fn_is_refused(take_out, how):
+    """x.sum().item(), an if on a value, h.numpy(): the number, branch or copy was frozen into
+    the plan and silently kept its capture-time value on every later run."""
+    fn = lambda x: take_out(x, x * W_TAKEN)   # noqa: E731
+    with pytest.raises(aot.CaptureError, match=rf"traced tensor .*of shape .* out of the graph "
+                       rf"with {how.replace('(', '[(]').replace(')', '[)]')} at "
+                       rf"test_aot_no_silent_wrong.py:\d+\..*Rule: a plan replays.*Fix"):
+        aot.capture(fn, np.ones(3), params=[W_TAKEN])
+    assert mg.modes.modes.capture is None   # the thread is left as before
+
+
+W_TAKEN = param((3,), "W")
+
+
+@pytest.mark.parametrize("numpy_work", [
+    lambda x, h: (h * 2.0).sum() if h.data[0] > 0 else (h * 3.0).sum(),   # a branch on .data
+    lambda x, h: ((x - x.data.mean()) * h).sum(),                          # a numpy mean
+    lambda x, h: (h * mg.create_leaf(h)).sum(),                            # a copy of h
+])
+def test_values_read_through_data_and_not_given_to_an_op_are_warned_of(numpy_work):
+    """numpy work on a traced tensor's .data is invisible to capture: the plan silently kept
+    the capture-time result. capture cannot see what fn did with the numbers, so it warns
+    when a .data read never reached the plan as an operand."""
+    fn = lambda x: numpy_work(x, x * W_TAKEN)   # noqa: E731
+    with pytest.warns(aot.CaptureWarning, match=r"fn read the values of the traced tensor .*"
+                      r"through \.data at test_aot_no_silent_wrong.py:\d+, and the plan did not "
+                      r"get them as an operand.*Fix: compute with minigrad ops"):
+        aot.capture(fn, np.ones(3), params=[W_TAKEN])
+
+
+def test_data_given_to_an_op_or_read_inside_minigrad_is_not_warned_of():
+    import warnings
+    from minigrad.nn.transformer import Embedding
+    table = Embedding(5, 4, seed=0)
+    table.weight.name = "table"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        aot.capture(lambda x: (x * W_TAKEN.data * W_TAKEN).sum(), np.ones(3), params=[W_TAKEN])
+        aot.capture(lambda x: (x.detach() * W_TAKEN).sum(), np.ones(3), params=[W_TAKEN])
+        aot.capture(lambda ids: table(ids).sum(), np.array([1, 2]), params=[table.weight])
+        aot.capture(lambda p: mg.moe_topk(mg.moe_softmax(p), 2)[0].sum(), np.ones((2, 3)))
+
+
+def test_constants_and_values_outside_capture_still_give_numbers():
+    c = mg.create_leaf(np.array([2.0, 3.0]))   # a constant inside fn: its number is a constant
+    fn = lambda x: (x * c.max().item()).sum() if c.sum() else x.sum()   # noqa: E731
+    executor = plan(fn, [], np.ones(2))
+    assert float(executor.run(np.array([1.0, 2.0]))) == pytest.approx(9.0)
+    assert (W_TAKEN * 2.0).sum().item() == pytest.approx(2 * W_TAKEN.data.sum())
 
 
 # -- 19: names that would collide are refused at capture (or derive), naming both ---------------

@@ -42,6 +42,55 @@ def test_the_mean_of_an_empty_batch_matches_numpy_in_both_engines():
     assert eager_grad.shape == aot_grad.shape == (0, 3)
 
 
+FLOAT16_MEANS = {   # the function of x (10,000 x 1 float16 values of 30), and numpy's value
+    "mean": (lambda x: x.mean(), lambda a: a.mean()),
+    "mean_axis0": (lambda x: x.mean(axis=0).sum(), lambda a: a.mean(axis=0).sum()),
+    "mse": (lambda x: mg.mse(x, np.full((10000, 1), 27.0, np.float16)),
+            lambda a: ((a - np.float16(27.0)) ** 2).mean()),
+}
+
+
+@pytest.mark.parametrize("name", FLOAT16_MEANS)
+def test_aot_mean_of_many_float16_values_sums_in_float32_as_eager_and_numpy(name):
+    """numpy's mean (so eager's) sums float16 in float32; the aot plan summed in float16, whose
+    largest value is 65504, and gave inf for 10,000 values of 30 (eager: 30)."""
+    fn, numpy_fn = FLOAT16_MEANS[name]
+    x = np.full((10000, 1), 30.0, np.float16)
+    want = float(numpy_fn(x))
+    assert np.isfinite(want)
+    eager_loss, (eager_grad,) = eager_grads(fn, [x])
+    aot_loss, (aot_grad,), _, _ = aot_grads(fn, [x])
+    assert eager_loss == pytest.approx(want, rel=1e-3) and aot_loss == pytest.approx(want, rel=1e-3)
+    assert aot_grad.dtype == eager_grad.dtype == np.float16
+    np.testing.assert_allclose(aot_grad.astype(np.float64), eager_grad.astype(np.float64),
+                               rtol=1e-3)
+
+
+BIG = 70000   # more than float16's largest value, 65504
+BIG_TARGETS = np.random.default_rng(3).integers(0, 5, BIG)
+FLOAT16_COUNTS = {
+    "mean": (lambda x: (x * 2.0).mean(), (BIG, 2)),
+    "cross_entropy": (lambda x: mg.cross_entropy(x, BIG_TARGETS), (BIG, 5)),
+    "mse": (lambda x: mg.mse(x, np.zeros((BIG, 1), np.float16)), (BIG, 1)),
+    "log_softmax_mean": (lambda x: x.log_softmax(-1).mean(), (BIG // 5, 6)),
+}
+
+
+@pytest.mark.parametrize("name", FLOAT16_COUNTS)
+def test_a_float16_mean_over_more_than_65504_values_keeps_its_gradient(name):
+    """n = 70,000 is inf in float16, so dividing by n gave a zero gradient in eager (and the
+    cross-entropy loss -sum / inf = 0): the count is divided in float32 and rounded once."""
+    fn, shape = FLOAT16_COUNTS[name]
+    x = np.random.default_rng(4).standard_normal(shape).astype(np.float16)
+    want_loss, (want,) = eager_grads(fn, [x.astype(np.float64)])
+    for engine in (eager_grads, aot_grads):
+        loss, (grad, *_), *_ = engine(fn, [x])
+        assert grad.dtype == np.float16
+        assert loss == pytest.approx(want_loss, rel=3e-3, abs=1e-4), engine.__name__
+        assert np.abs(grad.astype(np.float64) - want).max() <= 1e-2 * np.abs(want).max(), \
+            engine.__name__
+
+
 DTYPE_MIXES = [(np.float16, np.float32), (np.float32, np.float16), (np.float32, np.float64),
                (np.float64, np.float32), (np.float16, np.float64), (np.float64, np.float16)]
 MIXED = {

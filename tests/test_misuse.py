@@ -126,6 +126,16 @@ def test_augmented_assignment_statement_raises_inplace_error():
     np.testing.assert_array_equal(w.data, [1.0, 2.0, 3.0])
 
 
+@pytest.mark.parametrize("requires_grad", [True, False])
+def test_item_assignment_into_a_variable_says_how_to_build_a_new_one(requires_grad):
+    # was Python's TypeError "'Variable' object does not support item assignment"
+    w = leaf([1.0, 2.0, 3.0], requires_grad=requires_grad)
+    with pytest.raises(errors.InplaceError, match=r"x\[0\] = \.\.\. on .*records no writes "
+                       r"into a Variable.*Build a new Variable instead.*w\.data\[0\] = value"):
+        w[0] = 5.0
+    np.testing.assert_array_equal(w.data, [1.0, 2.0, 3.0])
+
+
 # --- 5. writing into arrays a live graph saved for backward -----------------------------------
 
 def test_writing_into_saved_array_of_live_graph_raises_numpy_readonly_error():
@@ -267,6 +277,23 @@ class CubeWithWrongBackward(mg.Function):
     def backward(ctx, grad_output):
         (x,) = ctx.saved_tensors
         return grad_output * 3.0 * x
+
+
+@pytest.mark.parametrize("inputs", [
+    pytest.param(lambda: [mg.create_leaf(np.array([1.0, -2.0]))], id="variable_without_requires_grad"),
+    pytest.param(lambda: [], id="no_inputs"),
+])
+def test_gradcheck_with_nothing_to_check_is_refused_not_passed(inputs):
+    # it returned True without comparing anything: a wrong backward passed
+    weight = mg.create_leaf(np.array([1.0, 1.0]), requires_grad=True)
+
+    def fn(*xs):
+        return (CubeWithWrongBackward.apply(xs[0] if xs else weight) * weight).sum()
+
+    with pytest.raises(errors.GradcheckError, match=r"gradcheck: none of the \d inputs is "
+                       r"differentiated.*would pass whatever backward computes.*Fix: pass "
+                       r"float64 arrays, or Variables made with requires_grad=True"):
+        mg.check.gradcheck(fn, *inputs())
 
 
 def test_gradcheck_failure_names_input_index_and_both_values():

@@ -497,36 +497,50 @@ def test_data_of_another_shape_is_refused_while_a_graph_saved_the_old_one():
     assert w.shape == (3,) and w.grad is None
 
 
-@pytest.mark.parametrize("where", ["heap", "perm-arena"])
-def test_data_of_another_shape_is_refused_while_a_graph_that_saved_nothing_of_it_lives(where):
-    """add saves nothing: before, backward summed the old (3,) gradient into the new (1,) shape."""
-    w = param([1.0, 2.0, 3.0], name="w",
-              arena=mg.Arena("perm-shape2", 1 << 12) if where == "perm-arena" else None)
-    loss = (w + 1.0).sum()
-    with pytest.raises(errors.InplaceError, match=r"\(1,\).*'w'.*graph that used it"):
-        w.data = np.array([5.0])
-    assert w.shape == (3,)
+@pytest.mark.parametrize("new_shape", [(1,), (3,)])
+def test_data_of_another_shape_is_refused_while_a_graph_that_saved_nothing_of_it_lives(new_shape):
+    # add saves nothing, so the saved-array table could not tell: w.data = np.ones(1) was
+    # accepted, and backward summed the old (2,) gradient into the new shape, [2.0]
+    w = param([1.0, 2.0], name="w")
+    loss = (w + np.array([1.0, 1.0])).sum()
+    with pytest.raises(errors.InplaceError, match=rf"shape \({new_shape[0]},\) on Variable 'w'.*"
+                       r"will send it a gradient.*old shape \(2,\).*Fix: run backward"):
+        w.data = np.ones(new_shape)
     loss.backward()
-    np.testing.assert_allclose(w.grad, [1.0, 1.0, 1.0])
-    w.data = np.array([5.0])                           # the graph is consumed: now it may
-    assert w.shape == (1,) and w.grad is None
-    kept = (w * 2.0).sum()
-    del kept                                           # a dropped graph does not count
-    w.data = np.ones(4)
-    data = mg.create_leaf(np.ones(3))                  # data (no grad) may change shape: no
-    alive = (w.sum() * data).sum()                     # gradient of the old shape is sent to it
-    data.data = np.ones(2)
-    alive.backward()
+    np.testing.assert_allclose(w.grad, [1.0, 1.0])
+    w.data = np.ones(new_shape)                        # the graph is consumed: now it may
+    assert w.shape == new_shape and w.grad is None
 
 
 def test_data_of_the_same_shape_keeps_the_gradient_buffer():
     w = param([1.0, 2.0])
     (w * 3.0).sum().backward()
-    buffer = w.grad
+    buffer = id(w.grad)   # (an id, not the array: a kept array is never written again, below)
     w.data = np.array([4.0, 5.0])
     w.zero_grad()
     (w * 2.0).sum().backward()
-    assert w.grad is buffer                            # zero_grad's promise: no new array
+    assert id(w.grad) == buffer                        # zero_grad's promise: no new array
+
+
+@pytest.mark.parametrize("where", ["heap", "perm-arena"])
+def test_a_gradient_kept_from_grad_keeps_its_values_after_zero_grad_and_the_next_backward(where):
+    # history.append(w.grad) held one array, rewritten by every backward: [last, last, last]
+    w = param([1.0, 2.0], arena=mg.Arena("perm-kept", 1 << 12) if where == "perm-arena" else None)
+    opt = mg.optim.SGD([w], lr=0.1)
+    history = []
+    for _ in range(3):
+        opt.zero_grad()
+        (w * w).sum().backward()
+        history.append(w.grad)
+        opt.step()
+    np.testing.assert_allclose(history, [[2.0, 4.0], [1.6, 3.2], [1.28, 2.56]])
+    ids = [id(w.grad)]   # nothing kept any more: the array is reused again
+    for _ in range(2):
+        opt.zero_grad()
+        (w * w).sum().backward()
+        ids.append(id(w.grad))
+        opt.step()
+    assert ids[1] == ids[2]
 
 
 @pytest.mark.parametrize("where", ["heap", "perm-arena"])

@@ -268,6 +268,20 @@ def test_float_scatter_indices_and_wrong_rows_to_unpermute():
     assert_message(e, "moe_unpermute", f"({N * K - 1}, {D})", f"({N}, {K})", "N*K")
 
 
+@pytest.mark.parametrize("scatter, shown", [
+    ([0, 0, 1, 2], "row 0 2 times and row 3 never"),   # forward sums row 0 twice
+    ([3, 1, 2, 4], "outside [0, 4)")])
+def test_scatter_indices_that_are_not_a_permutation_are_refused(scatter, shown):
+    """A repeated scatter row was summed twice in forward but got one gradient (backward assigns),
+    and a row never named got uninitialised memory as its gradient."""
+    rows = mg.create_leaf(np.arange(8.0).reshape(4, 2), requires_grad=True)
+    weights = mg.create_leaf(np.ones((2, 2)), requires_grad=True)
+    with pytest.raises(ShapeError) as e:
+        mg.moe_unpermute(rows, weights, np.array(scatter))
+    assert_message(e, "moe_unpermute", "scatter_indices", "(4,)", shown, "permutation",
+                   "moe_permute")
+
+
 def test_grouped_gemm_misuse():
     offsets = offsets_for(routing())
     x = RNG.standard_normal((N * K, D))

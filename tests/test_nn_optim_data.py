@@ -48,6 +48,35 @@ def test_parameters_found_in_lists_tuples_and_shared_once():
     assert net.training and shared.training
 
 
+def test_parameters_found_in_a_dict_of_layers_are_trained():
+    # a dict attribute was skipped: its layers' parameters never reached the optimiser
+    class Net(nn.Module):
+        def __init__(self):
+            self.heads = {"a": nn.Linear(2, 2, seed=0, name="a"), "b": [nn.Linear(2, 2, seed=1)]}
+            self.out = nn.Linear(2, 1, seed=2, name="out")
+
+        def forward(self, x):
+            return self.out(self.heads["a"](x) + self.heads["b"][0](x))
+
+    net = Net()
+    assert [p.name for p in net.parameters()] == ["a.weight", "a.bias", "linear.weight",
+                                                  "linear.bias", "out.weight", "out.bias"]
+    assert len(net.modules()) == 4
+    before = [p.data.copy() for p in net.parameters()]
+    opt = optim.SGD(net.parameters(), lr=0.1)
+    net(np.ones((3, 2), np.float32)).sum().backward()
+    opt.step()
+    assert all(not np.array_equal(p.data, b) for p, b in zip(net.parameters(), before))
+    from minigrad.nn.transformer import name_parameters
+    name_parameters(net)
+    assert [p.name for p in net.parameters()] == ["heads.a.weight", "heads.a.bias",
+                                                  "heads.b.0.weight", "heads.b.0.bias",
+                                                  "out.weight", "out.bias"]
+    from minigrad.nn.layers import scope_name
+    net.heads["c"] = nn.Tanh()
+    assert scope_name(net.heads["c"], net) == "heads.c"   # where a trace says it ran
+
+
 def test_linear_shapes_init_and_no_bias():
     layer = nn.Linear(5, 3, seed=0)
     assert layer.weight.shape == (5, 3) and layer.bias.shape == (3,)
@@ -155,6 +184,22 @@ def test_adam_matches_numpy():
         np.testing.assert_allclose(g, e, rtol=1e-10, atol=1e-12)
 
 
+def test_adam_on_float16_parameters_matches_float64_to_float16_precision():
+    """In float16, eps = 1e-8 is 0: an element with a zero gradient stepped by 0 / 0 = nan, and
+    g^2 of a 1e-4 gradient was 0, so it stepped by m / eps (a huge step)."""
+    def run(dtype):
+        w = mg.create_leaf(np.array([1.0, 2.0, 3.0], dtype), requires_grad=True)
+        opt = optim.Adam([w], lr=0.01)
+        for _ in range(3):
+            opt.zero_grad()
+            (w * np.array([1.0, 0.0, 1e-4], dtype)).sum().backward()
+            opt.step()
+        return w.data
+    half = run(np.float16)
+    assert half.dtype == np.float16
+    np.testing.assert_allclose(half.astype(np.float64), run(np.float64), rtol=1e-3)
+
+
 def test_updates_in_place_with_state_allocated_once():
     model = nn.MLP([2, 8, 2], seed=0)
     X, y = data.moons(32)
@@ -249,6 +294,73 @@ def test_optimiser_argument_errors():
         optim.SGD([w * 2], lr=0.1)
     with pytest.raises(ValueError, match="learning rate"):
         optim.SGD([w], lr=-1)
+
+
+def _step_without_backward(opt, w):
+    opt.step()
+
+
+def _zero_grad_between_backward_and_step(opt, w):
+    (w * w).sum().backward()
+    opt.zero_grad()
+    opt.step()
+
+
+def _layer_replaced_after_the_optimiser(opt, w):
+    layer = nn.Linear(2, 1, seed=0, dtype=np.float64)
+    opt = optim.SGD(layer.parameters(), lr=0.1)
+    layer.weight = mg.create_leaf(np.ones((2, 1)), requires_grad=True)
+    layer.bias = mg.create_leaf(np.zeros(1), requires_grad=True)
+    layer(mg.create_leaf(np.ones((3, 2)))).sum().backward()
+    opt.step()
+
+
+@pytest.mark.parametrize("make", [lambda ps: optim.SGD(ps, lr=0.1, momentum=0.9),
+                                  lambda ps: optim.Adam(ps, lr=0.1)], ids=["sgd", "adam"])
+@pytest.mark.parametrize("misuse", [_step_without_backward, _zero_grad_between_backward_and_step,
+                                    _layer_replaced_after_the_optimiser])
+def test_a_step_with_no_gradient_at_all_is_refused(make, misuse):
+    """Every parameter was skipped and step() changed nothing: training stood still silently."""
+    w = mg.create_leaf(np.array([1.0, 2.0]), requires_grad=True, name="w")
+    opt = make([w])
+    with pytest.raises(mg.errors.BackwardError, match=r"step\(\): none of its \d parameters? has "
+                       r"a gradient.*Rule: step\(\) follows a backward\(\).*Fix: call "
+                       r"loss.backward\(\) before opt.step\(\).*make the optimiser again"):
+        misuse(opt, w)
+    np.testing.assert_array_equal(w.data, [1.0, 2.0])
+
+
+@pytest.mark.parametrize("lr", [np.float32(0.5), np.float64(0.5), np.int64(1), 1, 0.5])
+def test_a_learning_rate_may_be_any_python_or_numpy_number(lr):
+    # np.float32(0.5) and np.int64(1) were refused as "not a positive number"
+    w = mg.create_leaf(np.array([1.0, 2.0]), requires_grad=True)
+    opt = optim.SGD([w], lr=lr)
+    (w * w).sum().backward()
+    opt.step()
+    np.testing.assert_allclose(w.data, np.array([1.0, 2.0]) * (1 - 2 * float(lr)))
+
+
+@pytest.mark.parametrize("lr, error, words", [
+    (float("inf"), ValueError, "finite positive"), (float("nan"), ValueError, "finite positive"),
+    (0, ValueError, "finite positive"), (True, mg.errors.DtypeError, "is a bool"),
+    (np.array(0.1), mg.errors.DtypeError, "is a ndarray"),
+    (mg.create_leaf(0.1), mg.errors.DtypeError, "is a Variable")])
+def test_a_learning_rate_that_is_not_a_finite_positive_number_is_refused(lr, error, words):
+    # lr=inf was accepted (every parameter inf or nan after one step), lr=True read as 1.0
+    w = mg.create_leaf(np.array([1.0]), requires_grad=True)
+    with pytest.raises(error, match=rf"SGD\(lr=.*{words}.*Fix: e.g. lr=0.01"):
+        optim.SGD([w], lr=lr)
+
+
+def test_step_on_a_parameter_given_a_read_only_array_says_so():
+    # was: "it is saved by a graph that is still alive", with no graph in sight
+    w = mg.create_leaf(np.array([1.0, 2.0]), requires_grad=True, name="w")
+    opt = optim.SGD([w], lr=0.1)
+    w.data = (w * 3.0).data                 # an op output's .data is read-only
+    (w * w).sum().backward()
+    with pytest.raises(InplaceError, match=r"parameter 'w' .* its array is read-only, and no "
+                       r"graph holds it.*Fix: give it a writable copy, w.data = np.array"):
+        opt.step()
 
 
 @pytest.mark.skipif(not hasattr(mg, "Arena"), reason="minigrad.Arena not available")

@@ -292,6 +292,18 @@ ERRORS = [
      ValueError, r"moe_topk: k=True .*Rule: 1 <= k <= E = 3, an int, not a bool.*Fix"),
     ("reshape_size_must_be_an_integer", lambda: _leaf([1.0, 2.0]).reshape(2.0),
      ValueError, r"reshape: 2.0 is not a shape\. Rule: .*integers.*Fix"),
+    # a mask array for causal was numpy's "truth value of an array is ambiguous"
+    ("attention_causal_is_a_flag", lambda: mg.attention(*[np.ones((1, 2, 1, 2))] * 3,
+                                                        causal=np.tril(np.ones((2, 2)))),
+     TypeError, r"attention: causal is an array of shape \(2, 2\)\. Rule: causal is True .* or "
+                r"False .*no mask array.*Fix"),
+    ("flash_attention_causal_is_not_a_string", lambda: mg.flash_attention(
+        np.ones((1, 2, 3, 1, 2)), causal="False"),
+     TypeError, r"flash_attention: causal is 'False' \(str\)\. Rule: causal is True"),
+    # a Python int target was reported as "got dtype float64" (it took the logits' dtype)
+    ("cross_entropy_target_is_one_index_per_row", lambda: mg.cross_entropy(_leaf([[1.0, 2.0]]), 1),
+     ValueError, r"cross_entropy: targets is a single number, for logits \(1, 2\)\. Rule: one "
+                 r"class index per row, shape \(1,\)\. Fix: np.array\(\[t\]\)"),
 ]
 
 

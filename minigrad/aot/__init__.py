@@ -1,13 +1,13 @@
 """Ahead-of-time autodiff: capture a forward IR graph, derive its backward graph once,
 plan its memory, run both from a compiled plan. Beside the eager engine, sharing kernels.py."""
-from .capture import CaptureError, capture
+from .capture import CaptureError, CaptureWarning, capture
 from .derive import (DerivationStep, DeriveBackwardOptions, DeriveError, compute_required_saves,
                      dead_code_elimination, derive_backward_graph)
 from .ir import Graph, Operation, TensorInfo
 from .rules import (BackwardRuleContext, BackwardRuleRegistry, MissingRuleError, registry,
                     saved_ref)
 
-__all__ = ["Graph", "Operation", "TensorInfo", "capture", "CaptureError",
+__all__ = ["Graph", "Operation", "TensorInfo", "capture", "CaptureError", "CaptureWarning",
            "derive_backward_graph", "DeriveBackwardOptions", "DerivationStep", "DeriveError",
            "compute_required_saves", "dead_code_elimination",
            "BackwardRuleRegistry", "BackwardRuleContext", "MissingRuleError", "registry", "saved_ref"]

@@ -14,6 +14,11 @@ What the graph walk cannot see, capture decides explicitly (never a silently sta
   stop_gradient(x): the live value on every run, with no gradient through it; every op after
   a detach() is recorded too (a float detach() result is the output of a StopGradient node
   that requires grad while capture records, so the ops that read it build a graph);
+* v.item(), v.numpy() and bool(v) (an if on a value) of a traced tensor are refused: the number,
+  copy or branch would be frozen; numpy work on a traced tensor's .data cannot be seen, so a
+  .data read the plan never gets as an operand is warned of (CaptureWarning, at the end);
+* integer inputs (ids, targets) are recorded like frozen parameters, so ops on them alone
+  (targets.reshape(-1)) follow new data;
 * no_grad() inside fn is refused (its results would be frozen constants);
   (how capture knows: while fn runs, modes.capture is its Recording, which detach() asks for
   its result and no_grad() asks first);
@@ -26,6 +31,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
+import warnings
 
 import numpy as np
 
@@ -40,6 +46,11 @@ from .ir import Graph, Operation, TensorInfo
 
 class CaptureError(MinigradError, ValueError):
     """fn used something the IR cannot hold (an op without an aot form, a batched matmul, ...)."""
+
+
+class CaptureWarning(UserWarning):
+    """fn read a traced tensor's values through .data and the plan did not get them as an
+    operand: numpy work or an `if` on them would be frozen at their capture-time values."""
 
 
 def capture(fn, *example_inputs, params=None, input_names=None, output_names=None) -> Graph:
@@ -67,14 +78,17 @@ def capture(fn, *example_inputs, params=None, input_names=None, output_names=Non
     frozen = {name: p for name, p in param_vars.items()
               if not p.requires_grad and p.dtype.kind == "f"}
     no_grad |= set(frozen)
+    # Integer inputs (ids, targets) likewise: an op on them alone (targets.reshape(-1)) would
+    # build no node and keep the capture-time targets on every run.
+    recorded = [*frozen.values(), *(v for v in leaves if v.dtype.kind != "f")]
     try:
-        for p in frozen.values():
-            p.requires_grad = True
+        for v in recorded:
+            v.requires_grad = True
         with Recording() as recording:
             result = fn(*leaves)
     finally:
-        for p in frozen.values():
-            p.requires_grad = False
+        for v in recorded:
+            v.requires_grad = False
     recording.refuse_a_caught_no_grad()
     outputs = list(result) if isinstance(result, (tuple, list)) else [result]
     output_names = _output_names(outputs, output_names, [*given, *param_vars])
@@ -87,9 +101,11 @@ def capture(fn, *example_inputs, params=None, input_names=None, output_names=Non
     for v in leaves + list(param_vars.values()):
         graph.shape_env[names[id(v)]] = TensorInfo(v.shape, v.dtype)
     owners = {_memory(v._data): names[id(v)] for v in leaves + list(param_vars.values())}
+    used: set = set()   # the memory of every traced tensor's .data the plan reads as an operand
     for v in _topological(outputs):
-        _record(graph, v, names, owners)
+        _record(graph, v, names, owners, used)
     graph.outputs = [names[id(v)] for v in outputs]
+    recording.warn_of_values_read(used)
     return graph
 
 
@@ -106,6 +122,8 @@ class Recording:
     def __init__(self):
         self.no_grad_at: str | None = None
         self._previous = None
+        self.reads: dict = {}   # memory of a traced tensor's .data -> (what, where) it was read
+        self._detaching = False
 
     def __enter__(self) -> "Recording":
         self._previous, modes.capture = modes.capture, self
@@ -121,7 +139,42 @@ class Recording:
         require grad: an op with a traced float operand reads it by memory, see _name_leaf)."""
         if out.dtype.kind != "f":
             return out
-        return OPS["stop_gradient"].apply(source)
+        self._detaching = True   # (the node reads source's values: not fn reading them)
+        try:
+            return OPS["stop_gradient"].apply(source)
+        finally:
+            self._detaching = False
+
+    def read_values(self, v: Variable, array: np.ndarray) -> None:
+        """v.data of a traced tensor while fn runs: remember it, to tell at the end whether the
+        plan got it as an operand (the live value, supported) or not (frozen: warned)."""
+        if not self._detaching:
+            what = f"'{v.name}' " if v.name else ""
+            self.reads.setdefault(_memory(array), (f"{what}of shape {v.shape}",
+                                                   _user_line(sys._getframe(1))))
+
+    def warn_of_values_read(self, used: set) -> None:
+        for memory, (what, where) in self.reads.items():
+            if memory not in used:
+                warnings.warn(
+                    f"capture: fn read the values of the traced tensor {what} through .data at "
+                    f"{where}, and the plan did not get them as an operand of an op. If fn "
+                    f"computed with them in numpy or branched on them (if x.data[0] > 0), the "
+                    f"plan keeps what that gave at capture, on every later run. Fix: compute "
+                    f"with minigrad ops (x.detach() for no gradient), pass x.data itself as an "
+                    f"operand, or capture once per branch.", CaptureWarning, stacklevel=3)
+
+    def taken_out(self, v: Variable, how: str) -> "CaptureError":
+        """v.item(), v.numpy() or bool(v) of a traced value while fn runs: the number, copy or
+        branch would be a constant of the plan, its capture-time value on every later run."""
+        what = f"'{v.name}' " if v.name else ""
+        return CaptureError(
+            f"capture: fn took the value of the traced tensor {what}of shape {v.shape} out of "
+            f"the graph with {how} at {_user_line(sys._getframe(1))}. Rule: a plan replays the "
+            f"recorded ops only, so a Python number, a numpy copy or an if on a value would keep "
+            f"its capture-time value on every later run, without a word. Fix: compute with "
+            f"minigrad ops (x.detach() for a value without gradient), take numbers out of the "
+            f"outputs after executor.run(), or capture once per branch.")
 
     def entered_no_grad(self) -> None:
         self.no_grad_at = self.no_grad_at or _with_line(sys._getframe(1))
@@ -139,6 +192,14 @@ class Recording:
             f"it, stale, on every later run. Rule: a captured function builds its whole graph. "
             f"Fix: use x.detach() (captured as a stop gradient of the live value), or compute the "
             f"value outside fn and pass it as an input.")
+
+
+def _user_line(frame) -> str:
+    """file:line of the first frame outside minigrad: the line of fn that made the call."""
+    package = os.path.dirname(os.path.dirname(__file__))
+    while frame is not None and frame.f_code.co_filename.startswith(package + os.sep):
+        frame = frame.f_back
+    return _with_line(frame) if frame is not None else "an unknown line"
 
 
 def _with_line(frame) -> str:
@@ -267,15 +328,18 @@ def _reads(v: Variable, link) -> list:
     return parents + [link[0]] if link is not None else parents
 
 
-def _record(graph: Graph, v: Variable, names: dict, owners: dict) -> None:
-    """Append v's operation; owners: memory -> name of each traced tensor so far."""
+def _record(graph: Graph, v: Variable, names: dict, owners: dict, used: set) -> None:
+    """Append v's operation; owners: memory -> name of each traced tensor so far; used: the
+    memory of the traced tensors' data read as operands."""
     if primary_of(v) is not None:   # written by the record of its op's main output (named there)
         return
     inputs = _reads(v, None)
     for x in inputs:
         if id(x) not in names:
-            _name_leaf(graph, x, names, owners)
+            _name_leaf(graph, x, names, owners, used)
     node = v.grad_fn
+    if node.linked_outputs:   # a several-output op makes its index outputs from its inputs' .data
+        used.update(_memory(x._data) for x in inputs)   # (moe_topk's indices): run by the plan
     if node.name == "stop_gradient" and id(v) not in names and v.name == inputs[0].name:
         names[id(v)] = _free_name(None, f"{names[id(inputs[0])]}.detached", graph)
     row = optable.captured().get(node.name)   # how the op's row says to write it
@@ -300,12 +364,13 @@ def _memory(array: np.ndarray) -> tuple:
     return (array.__array_interface__["data"][0], array.shape, array.strides, array.dtype.str)
 
 
-def _name_leaf(graph: Graph, x: Variable, names: dict, owners: dict) -> None:
+def _name_leaf(graph: Graph, x: Variable, names: dict, owners: dict, used: set) -> None:
     """A leaf nobody named: the data of a traced tensor (read through .data) is that tensor,
     with no gradient; anything else is a constant, copied now and read-only (a later change to
     the array must not change the plan)."""
     source = owners.get(_memory(x._data)) if x._data.size else None
     if source is not None:
+        used.add(_memory(x._data))
         names[id(x)] = f"{source}.detached"
         if names[id(x)] not in graph.shape_env:
             graph.shape_env[names[id(x)]] = TensorInfo(x.shape, x.dtype)

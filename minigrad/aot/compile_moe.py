@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import kernels
-from ..ops.moe import check_expert_range, check_offsets
+from ..ops.moe import check_expert_range, check_offsets, check_scatter
 from ..kernels import activation_compiler, along_axis_compiler
 from ..kernels import plan_call as _call, run_calls as _run
 from ..optable import attach
@@ -49,10 +49,15 @@ def _grouped_gemm_backward_weight(grad_output, x, expert_offsets, **attrs):
     return _call(kernels.moe_grouped_gemm_backward_weight, grad_output, x, expert_offsets, out)
 
 
+def _checked_unpermute(expert_out, routing_weights, scatter_indices, out):
+    check_scatter(scatter_indices)
+    return kernels.moe_unpermute(expert_out, routing_weights, scatter_indices, out)
+
+
 def _unpermute(expert_out, routing_weights, scatter_indices, **attrs):
     out = np.empty((routing_weights.shape[0], expert_out.shape[1]),
                    np.result_type(expert_out, routing_weights))
-    return _call(kernels.moe_unpermute, expert_out, routing_weights, scatter_indices, out)
+    return _call(_checked_unpermute, expert_out, routing_weights, scatter_indices, out)
 
 
 def _unpermute_backward_expert_out(grad_output, routing_weights, scatter_indices, **attrs):

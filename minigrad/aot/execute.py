@@ -12,7 +12,8 @@ for each op in order. Views (reshape, identity, transpose) cost nothing: their o
 of the input's buffer, made once. Every tensor keeps its own buffer (saved tensors included), so a
 saved.x is simply x's buffer; plan.py says how much memory a buffer-sharing runtime would need.
 Buffers are reused by the next run: copy a result to keep it (run() returns its loss as a copy;
-grads() and executor[name] hand out the buffers themselves).
+grads() and executor[name] hand out the buffers themselves; with shared buffers, executor[name]
+refuses an intermediate, whose memory later tensors reuse).
 
 run() copies each input and parameter into the plan's own buffer first, after checking its shape
 and kind of dtype: the plan reads a parameter's current array on every run (`w.data = new` and
@@ -26,6 +27,7 @@ from .. import optable
 from ..errors import DtypeError, MinigradError
 from ..kernels import run_calls
 from ..eager.variable import Variable
+from ..nn.layers import Module
 from . import placement
 from .capture import named_params
 from .ir import Graph, TensorInfo, is_saved, unsaved
@@ -74,8 +76,12 @@ class Executor:
             self.backward_calls = self._compile(backward.operations, backward, saved_ok=True)
             self.backward_calls += self._cast_grads(backward)
         self.unshared_bytes = self.arena_bytes = None
+        self.own_buffers = None   # with shared buffers: the tensors sure to keep their values
         if share_buffers:
             self._share_buffers(params)
+            self.own_buffers = {*forward.inputs, *forward.params, *forward.constants,
+                                *forward.outputs, *(backward.inputs + backward.outputs
+                                                    if backward is not None else ())}
 
     def _share_buffers(self, params) -> None:
         fixed = {*self.forward.params, *self.forward.constants}
@@ -184,7 +190,17 @@ class Executor:
         return {name: self.env[name] for name in self.backward.outputs}
 
     def __getitem__(self, name: str) -> np.ndarray:
-        return self.env[unsaved(name)]
+        name = unsaved(name)
+        if self.own_buffers is not None and name in self.env and name not in self.own_buffers:
+            # (an intermediate's memory is lent to later tensors: it would read their values)
+            raise ExecuteError(
+                f"Executor['{name}']: with share_buffers=True (the default) the buffer of an "
+                f"intermediate tensor is reused by later tensors of the run, so after run() it "
+                f"may hold another tensor's values. Rule: only inputs, parameters, constants, "
+                f"outputs and gradients keep a buffer of their own. Fix: "
+                f"Executor(..., share_buffers=False) to read every tensor, or return '{name}' "
+                f"from fn as a second output.")
+        return self.env[name]
 
 
 def checked_value(where: str, kind: str, name: str, value, info) -> np.ndarray:
@@ -193,11 +209,17 @@ def checked_value(where: str, kind: str, name: str, value, info) -> np.ndarray:
     value = np.asarray(value.data if isinstance(value, Variable) else value)
     if info is None:
         return value
-    if value.shape != tuple(info.shape):
+    shape = tuple(info.shape)
+    if value.shape != shape:
+        fewer_rows = value.ndim == len(shape) > 0 and value.shape[1:] == shape[1:] \
+            and value.shape[0] < shape[0]
         raise ExecuteError(
             f"{where}: {kind} '{name}' has shape {value.shape}, the plan was compiled for "
-            f"{tuple(info.shape)}. Rule: an ahead-of-time plan has static shapes. Fix: capture "
-            f"and compile again with an example of the new shape.")
+            f"{shape}. Rule: an ahead-of-time plan has static shapes. Fix: capture and compile "
+            f"again with an example of the new shape"
+            + (f"; fewer rows than captured is often the last batch of batches(), which may be "
+               f"smaller: skip it (if len(yb) < {shape[0]}: continue) or compile a second plan "
+               f"for its size." if fewer_rows else "."))
     if not np.can_cast(value.dtype, info.dtype, "same_kind"):
         raise DtypeError(
             f"{where}: {kind} '{name}' has dtype {value.dtype}, the plan was compiled for "
@@ -221,8 +243,11 @@ def _check_declared_shape(op, name: str, array: np.ndarray, info) -> None:
 def _param_sources(params) -> dict:
     """name -> a function returning the parameter's current array (read again on every run)."""
     sources = {}
+    places = _places(params) if isinstance(params, Module) else {}
     for name, p in named_params(params).items():
-        if isinstance(p, Variable):
+        if id(p) in places:   # a model's: check it still holds this Variable (one dict lookup)
+            sources[name] = _checked_source(p, name, *places[id(p)])
+        elif isinstance(p, Variable):
             sources[name] = lambda p=p: p.data
         elif isinstance(p, np.ndarray):
             sources[name] = lambda p=p: p
@@ -231,3 +256,43 @@ def _param_sources(params) -> dict:
                                f"params are Variables or numpy arrays. Fix: pass the model, a list "
                                f"of its parameter Variables or a dict name -> Variable or ndarray.")
     return sources
+
+
+def _places(model: Module) -> dict:
+    """id(parameter) -> (owner, key): where the model keeps each of its Variables, an attribute
+    of a Module or an item of a list, tuple or dict (the first place found)."""
+    places, seen, stack = {}, set(), [model]
+    while stack:
+        owner = stack.pop()
+        if id(owner) in seen:
+            continue
+        seen.add(id(owner))
+        items = (vars(owner).items() if isinstance(owner, Module) else owner.items()
+                 if isinstance(owner, dict) else enumerate(owner))
+        for key, value in items:
+            if isinstance(value, Variable):
+                places.setdefault(id(value), (owner, key))
+            elif isinstance(value, (Module, list, tuple, dict)):
+                stack.append(value)
+    return places
+
+
+def _checked_source(p: Variable, name: str, owner, key):
+    """p's array, after checking the model still keeps p where it did when the plan was made:
+    `layer.weight = create_leaf(...)` would leave the plan reading the old Variable, silently."""
+    holder = vars(owner) if isinstance(owner, Module) else owner
+
+    def source() -> np.ndarray:
+        if holder[key] is not p:
+            raise _replaced_error(name, owner, key)
+        return p.data
+    return source
+
+
+def _replaced_error(name: str, owner, key) -> ExecuteError:
+    return ExecuteError(
+        f"Executor.run: the model's parameter '{name}' ({type(owner).__name__}, "
+        f"{'attribute' if isinstance(owner, Module) else 'item'} {key!r}) is another Variable "
+        f"than when the Executor was made. Rule: a plan reads the Variables it was given; the "
+        f"replaced one would be read (and trained) no more, and the new one never. Fix: make the "
+        f"Executor again, or keep the Variable and give it new values (w.data = new_array).")

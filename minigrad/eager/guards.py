@@ -128,28 +128,26 @@ def checked_grad(variable, value) -> np.ndarray:
     return array
 
 
-def used_by_live_node(variable) -> bool:
-    """Whether a node that backward has not yet consumed has variable among its inputs.
-
-    Nodes keep their inputs, not their inputs' shapes, so this is asked only where it matters
-    and is rare (a parameter given data of another shape): the collector finds the tuples that
-    hold variable, then the nodes that hold those as their inputs. Two walks of the heap, and
-    nothing on the hot path."""
-    holders = {id(t): t for t in gc.get_referrers(variable) if type(t) is tuple}
-    if not holders:
-        return False
-    return any(getattr(node, "released", None) is False
-               and id(getattr(node, "inputs", None)) in holders
-               for node in gc.get_referrers(*holders.values()))
-
-
 def reshaped_while_saved(variable, shape: tuple) -> InplaceError:
     return InplaceError(
-        f"w.data = an array of shape {shape} on {describe(variable)}: a graph that used it "
-        f"is still alive, and its backward would send a gradient of the "
-        f"old shape. Rule: a parameter changes shape only when no graph uses it. Fix: run "
-        f"backward (or drop the loss, e.g. keep loss.item() instead of loss) first, then assign "
+        f"w.data = an array of shape {shape} on {describe(variable)}: a graph that reads it "
+        f"(saved its data, or will send it a gradient) is still alive, and its backward would "
+        f"send a gradient of the old shape {variable.shape}. Rule: a parameter changes shape "
+        f"only when no graph uses it. Fix: run backward (or drop the loss) first, then assign "
         f"the new data.")
+
+
+def read_by_live_graph(variable) -> bool:
+    """Whether a live graph node has variable among its inputs, so that its backward will send
+    variable a gradient of the shape it has now. Nodes are found through the tuples that hold
+    variable (gc.get_referrers scans the heap: run only when a leaf's data changes shape, which
+    is rare; an add saves nothing, so the saved-array table cannot tell)."""
+    for holder in gc.get_referrers(variable):
+        if type(holder) is tuple:
+            for node in gc.get_referrers(holder):
+                if getattr(node, "inputs", None) is holder and getattr(node, "released", None) is False:
+                    return True
+    return False
 
 
 # -- backward --------------------------------------------------------------------------------------

@@ -9,6 +9,7 @@ that is how this module uses ops without importing them (no import circle: ops m
 """
 from __future__ import annotations
 
+import sys
 import warnings
 
 import numpy as np
@@ -19,8 +20,8 @@ from ..errors import InplaceError, NonLeafGradWarning, ShapeError
 from ..modes import modes
 from ..names import check_name
 from .guards import (check_leaf_dtype, check_shareable, checked_grad, describe, log_of_base,
-                     not_an_array, not_comparable, not_numeric, reshaped_while_saved,
-                     used_by_live_node)
+                     not_an_array, not_comparable, not_numeric, read_by_live_graph,
+                     reshaped_while_saved)
 from .readonly import in_live_graph, leaf_on_allocator
 
 OPS: dict = {}   # op name -> Function subclass, filled by minigrad/ops via function.register
@@ -57,9 +58,11 @@ class Variable:
         to its graph and is handed out read-only: copy it with .numpy() to change it."""
         self._check_alive()
         array, block = self._exposed(), self._block
-        if block is None or block.handed is False:   # the heap, or a leaf no scope takes back
-            return array
-        return hand_out(array, block)
+        if block is not None and block.handed is not False:   # (not the heap, nor a leaf no
+            array = hand_out(array, block)                     # scope takes back)
+        if modes.capture is not None and self.requires_grad:   # an aot capture: numbers it
+            modes.capture.read_values(self, array)             # may freeze (see capture.py)
+        return array
 
     def _exposed(self) -> np.ndarray:
         """What .data shows: a leaf's own array, an op output's read-only view."""
@@ -80,8 +83,8 @@ class Variable:
         if array is self._data or same_memory(array, self._data):   # w.data -= lr * w.grad:
             return                                                  # changed in place already
         if array.shape != self._data.shape:   # the old gradient was of another parameter
-            if self.requires_grad and (in_live_graph(self._data) or used_by_live_node(self)):
-                raise reshaped_while_saved(self, array.shape)   # (its backward: the old shape)
+            if in_live_graph(self._data) or read_by_live_graph(self):
+                raise reshaped_while_saved(self, array.shape)
             self._grad = self._grad_buffer = None
         self._data, self._block = array, None   # (the new array is not on an allocator)
 
@@ -166,8 +169,15 @@ class Variable:
         """Forget the accumulated gradient: .grad reads None until the next backward writes it.
 
         The gradient array is kept and the next backward writes into it again, so a training
-        loop allocates no new gradient memory per step. Copy a gradient you want to keep.
+        loop allocates no new gradient memory per step; unless you kept the array
+        (history.append(w.grad)): then the next backward starts a new one (on the heap, also for
+        a parameter on an arena), so what you kept keeps its values. (Counted by references: the
+        buffer, ._grad and the two of this check.)
         """
+        buffer = self._grad_buffer
+        if buffer is not None and \
+                sys.getrefcount(buffer) > 3 + (self._grad is buffer):
+            self._grad_buffer = None
         self._grad = self._grad_variable = None
 
     def detach(self) -> "Variable":
@@ -181,6 +191,8 @@ class Variable:
 
     def item(self) -> float:
         self._check_alive()
+        if modes.capture is not None and self.requires_grad:   # a number the plan would freeze
+            raise modes.capture.taken_out(self, "item()")
         if self._data.size != 1:
             raise ValueError(f"item() needs a single value; {describe(self)} has shape "
                              f"{self._data.shape}. Reduce it (sum, mean) or index it first.")
@@ -189,6 +201,8 @@ class Variable:
     def numpy(self) -> np.ndarray:
         """A copy of the data: safe to keep after the graph (or its arena) is gone."""
         self._check_alive()
+        if modes.capture is not None and self.requires_grad:   # a copy the plan would freeze
+            raise modes.capture.taken_out(self, "numpy()")
         return self._data.copy()
 
     # -- operators: each looks its op up by name ----------------------------------------------
@@ -246,6 +260,8 @@ class Variable:
                 f"bool() of {describe(self)}: the truth value of {self._data.size} elements is "
                 f"ambiguous (numpy's rule). Fix: reduce first, e.g. bool((x.data > 0).any()) or "
                 f"bool((x.data > 0).all()), or index one element.")
+        if modes.capture is not None and self.requires_grad:   # a branch the plan would freeze
+            raise modes.capture.taken_out(self, "bool()")
         return bool(self._data)
 
     # -- comparisons are refused: no gradient, and Python's own == would compare identity ------
@@ -303,6 +319,16 @@ class Variable:
 
     def __itruediv__(self, other):
         return self._inplace("/=", "div", other)
+
+    def __setitem__(self, index, value):
+        """x[i] = v is refused (Python's own message was "does not support item assignment"):
+        a graph may have saved x, and an element written would change what backward reads."""
+        raise InplaceError(
+            f"x[{index!r}] = ... on {describe(self)}: minigrad records no writes into a "
+            f"Variable, because a graph may have saved its data for backward. Build a new "
+            f"Variable instead: with a numpy mask m, x * (1 - m) + value * m, or mg.concat of "
+            f"the pieces; to change a parameter's numbers (after backward), write its array: "
+            f"w.data[{index!r}] = value.")
 
     def _inplace(self, symbol: str, op: str, other):
         if self.requires_grad or getattr(other, "requires_grad", False):

@@ -1,7 +1,7 @@
 """Layers: Module, Linear, Sequential, MLP and activation modules, on the public minigrad API.
 
 A Module is a plain Python object whose parameters are leaf Variables that require grad, kept
-in its attributes (directly, in sub-modules, or in lists and tuples of them). Nothing is
+in its attributes (directly, in sub-modules, or in lists, tuples and dicts of them). Nothing is
 registered: parameters() finds them by walking the attributes in the order they were set.
 
     model = MLP([64, 64, 10], seed=0)
@@ -63,7 +63,7 @@ class Module:
         """Every parameter (leaf Variable that requires grad) below this module, each once.
 
         The order is deterministic: attributes in the order they were assigned, lists and
-        tuples front to back, sub-modules depth first.
+        tuples front to back, dicts in insertion order, sub-modules depth first.
         """
         found, seen = [], set()
         for item in _walk(self, seen):
@@ -116,21 +116,23 @@ def scope_name(module: Module, caller: Module | None) -> str | None:
     for attribute, value in vars(caller).items():
         if value is module:
             return attribute
-        if isinstance(value, (list, tuple)):
-            for i, item in enumerate(value):
+        if isinstance(value, (list, tuple, dict)):
+            pairs = value.items() if isinstance(value, dict) else enumerate(value)
+            for key, item in pairs:
                 if item is module:
-                    return f"{attribute}.{i}"
+                    return f"{attribute}.{key}"
     return type(module).__name__.lower()
 
 
 def _walk(obj, seen: set):
-    """Yield obj's Modules and Variables depth first; obj's attributes, lists and tuples."""
+    """Yield obj's Modules and Variables depth first; obj's attributes, lists, tuples and dicts
+    (their values: a dict of layers was skipped, and its parameters never trained)."""
     stack = [obj]
     while stack:
         item = stack.pop()
         if id(item) in seen:
             continue
-        if isinstance(item, (Module, Variable, list, tuple)):
+        if isinstance(item, (Module, Variable, list, tuple, dict)):
             seen.add(id(item))   # each object once: shared layers, shared lists, cycles
         if isinstance(item, (Module, Variable)):
             yield item
@@ -139,6 +141,8 @@ def _walk(obj, seen: set):
             children = list(vars(item).values())
         elif isinstance(item, (list, tuple)):
             children = list(item)
+        elif isinstance(item, dict):
+            children = list(item.values())
         else:
             continue
         stack.extend(reversed(children))   # reversed so the first child is visited first

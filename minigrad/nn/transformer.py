@@ -69,7 +69,8 @@ class Embedding(Module):
         self.weight = parameter(weight.astype(dtype), "embedding.weight", arena)
 
     def forward(self, ids):
-        data = ids.data if isinstance(ids, Variable) else np.asarray(ids)
+        data = ids._data if isinstance(ids, Variable) else np.asarray(ids)   # (checks only: not
+        # .data, which an aot capture counts as values read out of the graph)
         if data.dtype.kind not in "iu":
             raise DtypeError(f"Embedding: ids of dtype {data.dtype} and shape {data.shape}; ids "
                             f"index the rows of the ({self.vocab}, {self.dim}) table, so they "
@@ -278,8 +279,7 @@ class TinyTransformer(Module):
             raise ShapeError(f"TinyTransformer: ids of shape {tuple(ids.shape)} and targets of "
                              f"shape {tuple(targets.shape)}; the loss reads one target per "
                              f"position, flattened row after row, shape ({rows},). Fix: "
-                             f"targets.reshape(-1) before the call (outside the model, so that "
-                             f"aot.capture sees the targets as an input).")
+                             f"targets.reshape(-1) before the call.")
         h = self.hidden_states(ids)
         return ops.fused_lm_head_loss(h, self.lm_head, targets)
 
@@ -300,11 +300,11 @@ def name_parameters(module: Module, prefix: str = "") -> None:
     stack = [(module, prefix)]
     while stack:
         obj, path = stack.pop()
-        items = (vars(obj).items() if isinstance(obj, Module)
-                 else ((str(i), v) for i, v in enumerate(obj)))
+        items = (vars(obj).items() if isinstance(obj, Module) else obj.items()
+                 if isinstance(obj, dict) else ((str(i), v) for i, v in enumerate(obj)))
         for attr, value in items:
             where = f"{path}.{attr}" if path else attr
             if isinstance(value, Variable) and value.requires_grad and value.is_leaf:
                 value.name = where
-            elif isinstance(value, (Module, list, tuple)):
+            elif isinstance(value, (Module, list, tuple, dict)):
                 stack.append((value, where))

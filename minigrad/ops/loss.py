@@ -114,14 +114,13 @@ class CrossEntropy(Function):
         probs = np.exp(log_probs, out=ctx.out(logits, floating=True, kind="saved"))
         ctx.save_for_backward(probs, targets)
         picked = log_probs[np.arange(n), targets]
-        return kernels.divide_total(np.add.reduce(picked), -n,   # -mean, in fewer calls
-                                    out=ctx.out(shape=(), dtype=picked.dtype))
+        return kernels.mean_total(picked, -n, out=ctx.out(shape=(), dtype=picked.dtype))   # -mean
 
     @staticmethod
     def backward(ctx, grad_output):
         probs, targets = ctx.saved_tensors
         n = probs.shape[0]
-        scale = grad_output / n
+        scale = kernels.divide_total(grad_output, n)   # (n may not fit float16)
         grad = np.multiply(probs, scale, out=ctx.out(probs))   # scale is 0-d
         grad[np.arange(n), targets] -= scale
         return grad, None
@@ -181,8 +180,8 @@ class MSE(Function):
     @staticmethod
     def backward(ctx, grad_output):
         (diff,) = ctx.saved_tensors
-        grad = np.multiply(diff, 2 * grad_output / diff.size, out=ctx.out(diff),
-                           dtype=diff.dtype)
+        grad = np.multiply(diff, kernels.divide_total(2 * grad_output, diff.size),
+                           out=ctx.out(diff), dtype=diff.dtype)
         return grad, np.negative(grad, out=ctx.out(grad))
 
     @staticmethod
@@ -235,6 +234,10 @@ def check_class_targets(logits: np.ndarray, targets: np.ndarray) -> None:
     if logits.ndim != 2:
         raise ShapeError(f"cross_entropy: logits must have shape (N, C), got {logits.shape}. "
                          f"Fix: reshape to (batch, classes), e.g. logits.reshape(-1, C).")
+    if targets.ndim == 0:   # (a Python int arrives here as a float: it took the logits' dtype)
+        raise ShapeError(f"cross_entropy: targets is a single number, for logits {logits.shape}. "
+                         f"Rule: one class index per row, shape ({logits.shape[0]},). Fix: "
+                         f"np.array([t]) for one row, or the array of all the rows' classes.")
     if targets.dtype.kind not in "iu":
         raise DtypeError(f"cross_entropy: targets must be integer class indices, got dtype "
                          f"{targets.dtype}. Fix: targets.astype(np.int64) (one index per row, "

@@ -215,7 +215,7 @@ def moe_grouped_gemm_down(h, weight, expert_offsets):
 
 # -- checks: each names the op, the shapes, the rule and the fix ---------------------------------
 def _data(x) -> np.ndarray:
-    return x.data if isinstance(x, Variable) else np.asarray(x)
+    return x._data if isinstance(x, Variable) else np.asarray(x)
 
 
 def _check_float(op: str, what: str, a: np.ndarray, ndim: int, shape_text: str) -> None:
@@ -280,6 +280,29 @@ def _check_unpermute(expert_out, routing_weights, scatter_indices) -> None:
                          f"per (token, chosen expert). Fix: pass the output of the grouped "
                          f"matmuls on moe_permute's x_perm, and moe_topk's weights.")
     _check_index("moe_unpermute", "scatter_indices", scatter_indices, (rows,), "(N*K,)")
+    check_scatter(scatter_indices)
+
+
+def check_scatter(scatter_indices: np.ndarray) -> None:
+    """scatter_indices is a permutation of 0..N*K-1 (also checked on each run of an aot plan).
+    A repeated row would be summed twice in forward but written once in backward (an
+    assignment), and a row never named would get uninitialised memory as its gradient."""
+    rows = scatter_indices.size
+    if rows == 0:
+        return
+    if scatter_indices.min() >= 0 and scatter_indices.max() < rows and \
+            np.all(np.bincount(scatter_indices, minlength=rows) == 1):
+        return
+    inside = scatter_indices[(scatter_indices >= 0) & (scatter_indices < rows)]
+    counts = np.bincount(inside, minlength=rows)
+    what = (f"values outside [0, {rows})" if inside.size < rows
+            else f"row {int(np.flatnonzero(counts > 1)[0])} {int(counts.max())} times and row "
+                 f"{int(np.flatnonzero(counts == 0)[0])} never")
+    raise ShapeError(f"moe_unpermute: scatter_indices of shape {scatter_indices.shape} hold "
+                     f"{what}. Rule: scatter_indices is a permutation of 0..N*K-1 = "
+                     f"0..{rows - 1}, one expert-output row per (token, slot); a repeated row "
+                     f"would get only one of its gradients, a missing row none. Fix: pass the "
+                     f"scatter_indices moe_permute returned.")
 
 
 def _check_grouped_gemm(op: str, x, weight, expert_offsets) -> None:

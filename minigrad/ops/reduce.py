@@ -127,10 +127,20 @@ def mean_rule(ctx):
 
 
 def _compile_mean(x, axis=None, keepdims=False, **attrs):
+    if x.dtype == np.float16:   # numpy's mean (eager's) sums float16 in float32: 10,000 x 30 is
+        return _compile_float16_mean(x, axis, keepdims)   # 3e5, inf in float16 (max 65504)
     out, calls = _compile_sum(x, axis, keepdims)
     # divided (not scaled by 1/n): an empty batch's mean is 0 / 0 = nan, as in eager and numpy
     count = averaged_count(x.size, out.size)
     return out, calls + run_calls([(divide_total, (out, count, out))])
+
+
+def _compile_float16_mean(x, axis, keepdims):
+    total = as_array(np.add.reduce(x, axis, np.float32, None, keepdims))
+    out = np.empty(total.shape, np.float16)
+    count = averaged_count(x.size, out.size)
+    return out, run_calls([(np.add.reduce, (x, axis, np.float32, total, keepdims)),
+                           (np.divide, (total, count, out))])
 
 
 define(Mean, rule=mean_rule, capture=_capture_reduce, saves="nothing",

@@ -282,7 +282,7 @@ def rmsnorm(x, weight, eps: float = 1e-6):
 def fused_residual_rmsnorm(x, residual, weight, eps: float = 1e-6) -> tuple:
     """(residual_out, y): residual_out = residual + x, y = rmsnorm(residual_out) (one op in aot)."""
     residual_out = OPS["add"].apply(x, residual)
-    _check_norm("fused_residual_rmsnorm", residual_out.data, _array(weight), (x, residual))
+    _check_norm("fused_residual_rmsnorm", residual_out._data, _array(weight), (x, residual))
     y = FusedResidualRMSNorm.apply(x, residual, weight, residual_out=residual_out._data, eps=eps)
     link_outputs(y, residual_out=residual_out)
     return residual_out, y
@@ -305,14 +305,27 @@ def rope_freqs(head_dim: int, base: float = 10000.0, dtype=np.float64) -> Variab
 
 
 def attention(q, k, v, causal: bool = True):
-    return Attention.apply(q, k, v, causal=causal)
+    return Attention.apply(q, k, v, causal=_check_causal("attention", causal))
 
 
 def flash_attention(qkv, causal: bool = True):
     """attention(q, k, v) with q, k, v packed in one (B, T, 3, H, Dh) array, as a fused QKV
     projection makes them: same values, same gradients (d_qkv packed the same way). A real flash
     kernel tiles the scores in on-chip memory; here numpy goes through blocks of query rows."""
-    return FlashAttention.apply(qkv, causal=causal)
+    return FlashAttention.apply(qkv, causal=_check_causal("flash_attention", causal))
+
+
+def _check_causal(op: str, causal) -> bool:
+    """causal is a flag (a mask array was numpy's "truth value is ambiguous"; "False", a string,
+    was true and masked)."""
+    if not isinstance(causal, (bool, np.bool_)):
+        shown = (f"an array of shape {causal.shape}" if isinstance(causal, np.ndarray)
+                 else f"{causal!r} ({type(causal).__name__})")
+        raise DtypeError(f"{op}: causal is {shown}. Rule: causal is "
+                         f"True (each query sees itself and earlier keys) or False (every key); "
+                         f"{op} takes no mask array. Fix: causal=True or causal=False; for another "
+                         f"mask, add a large negative number to the scores with your own ops.")
+    return bool(causal)
 
 
 def qkv_qk_norm_rope(qkv, q_norm_weight, k_norm_weight, freqs, position_ids, eps: float = 1e-6):

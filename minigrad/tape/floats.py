@@ -71,7 +71,8 @@ def power(a, p, out=None):
 
 
 def relu(a, out=None):
-    """max(a, 0), keeping a nan (as np.maximum does; `a if a > 0 else 0` would turn it into 0)."""
+    """max(a, 0), keeping a nan (as np.maximum does; `a if a > 0 else 0` would turn it into 0),
+    and +0.0 for -0.0 (as np.maximum, and IEEE's maximum: 1 / relu(-0.0) is +inf, not -inf)."""
     if a.__class__ is float:
-        return 0.0 if a < 0.0 else a
+        return 0.0 if a <= 0.0 else a
     return np.maximum(a, 0.0, out=out)
