@@ -96,15 +96,25 @@ def hand_out(array: np.ndarray, block: Block) -> np.ndarray:
     if handed is None:
         handed = block.handed = []
     elif len(handed) >= 16:        # forget the tokens nobody holds (bounded, as .data is read often)
-        handed[:] = [token for token in handed if getrefcount(token) > 3]
+        handed[:] = [token for token, count in zip(handed, _counts(handed)) if count > _UNHELD]
     handed.append(out.base)        # (numpy's own memoryview under out)
     return out
 
 
 def _held(tokens: list) -> bool:
     """Does the user still hold an array handed out with these tokens? (A token referred to by
-    more than the list, the loop and getrefcount's argument is the base of a live array.)"""
-    return any(getrefcount(token) > 3 for token in tokens)
+    more than the list and the count's own references is the base of a live array.)"""
+    return any(count > _UNHELD for count in _counts(tokens))
+
+
+def _counts(tokens: list) -> list:
+    return [getrefcount(token) for token in tokens]
+
+
+# What _counts gives for a token only its list holds: the list, the loop's variable and
+# getrefcount's argument in CPython 3.10-3.13, but versions differ in what a frame's own
+# references add, so it is measured here, not assumed.
+_UNHELD = _counts([memoryview(b"")])[0]
 
 
 def same_memory(a: np.ndarray, b: np.ndarray) -> bool:

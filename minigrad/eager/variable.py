@@ -171,12 +171,11 @@ class Variable:
         The gradient array is kept and the next backward writes into it again, so a training
         loop allocates no new gradient memory per step; unless you kept the array
         (history.append(w.grad)): then the next backward starts a new one (on the heap, also for
-        a parameter on an arena), so what you kept keeps its values. (Counted by references: the
-        buffer, ._grad and the two of this check.)
+        a parameter on an arena), so what you kept keeps its values. (Counted by references,
+        beyond ._grad_buffer, ._grad and the count's own: see _UNKEPT.)
         """
         buffer = self._grad_buffer
-        if buffer is not None and \
-                sys.getrefcount(buffer) > 3 + (self._grad is buffer):
+        if buffer is not None and _references(buffer, self) > _UNKEPT:
             self._grad_buffer = None
         self._grad = self._grad_variable = None
 
@@ -474,3 +473,20 @@ def _leaf_on(allocator, array: np.ndarray, requires_grad: bool, name) -> Variabl
         if scoped:
             block.grad_block = grad_block   # (.grad hands out its array as .data does)
     return leaf
+
+
+def _references(buffer: np.ndarray, variable: Variable) -> int:
+    """References to a leaf's gradient array, not counting its ._grad."""
+    return sys.getrefcount(buffer) - (variable._grad is buffer)
+
+
+def _probe_unkept() -> int:
+    """_references of a gradient array only its Variable holds, from a frame like zero_grad's
+    (measured: Python versions differ in what a frame's own references add to the count)."""
+    leaf = Variable(np.zeros(1))
+    leaf._grad_buffer = leaf._grad = np.zeros(1)
+    buffer = leaf._grad_buffer
+    return _references(buffer, leaf)
+
+
+_UNKEPT = _probe_unkept()
