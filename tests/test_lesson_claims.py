@@ -1,0 +1,74 @@
+"""Lesson sentences tied to the code without running a lesson: quoted messages, and the length
+of the functions the lessons print. (Claims about a lesson's own outputs and widgets are checked
+on the notebook tests/test_lessons.py executes: tests/lesson_claims.py.)"""
+from __future__ import annotations
+
+import inspect
+import pathlib
+import re
+
+import numpy as np
+import pytest
+
+import minigrad as mg
+from minigrad import nn
+from minigrad.tape import RULES, Tape
+
+LESSONS = pathlib.Path(__file__).parent.parent / "lessons"
+
+
+def lesson_text(stem: str) -> str:
+    return " ".join((LESSONS / f"{stem}.md").read_text(encoding="utf-8").split())
+
+
+def numpy_message(write) -> str:
+    array = np.array([1.0, 2.0])
+    array.flags.writeable = False
+    with pytest.raises(ValueError) as error:
+        write(array)
+    return f"ValueError: {error.value}"
+
+
+def test_lesson02_quotes_the_messages_numpy_gives_for_a_saved_array():
+    """Lesson 02: `w.data -= 0.1` says `ValueError: output array is read-only`, and
+    `w.data[0] = 5.0` says `ValueError: assignment destination is read-only`."""
+    text = lesson_text("02_building_the_graph")
+
+    def subtract(a):
+        a -= 0.1
+
+    def assign(a):
+        a[0] = 5.0
+
+    for code, write in (("w.data -= 0.1", subtract), ("w.data[0] = 5.0", assign)):
+        quoted = re.search(rf"`{re.escape(code)}` says `([^`]*)`", text)
+        assert quoted, f"lesson 02 no longer quotes what {code} says"
+        assert quoted.group(1) == numpy_message(write)
+
+
+def printed_functions() -> dict[str, object]:
+    """Every `inspect.getsource(...)` a lesson prints, evaluated."""
+    w = mg.create_leaf([1.0], requires_grad=True)
+    y = w * mg.create_leaf([2.0])                    # lesson 02's y = w * x
+    names = {"mg": mg, "nn": nn, "RULES": RULES, "Tape": Tape, "y": y}
+    found = {}
+    for path in sorted(LESSONS.glob("[0-9][0-9]_*.md")):
+        text = path.read_text(encoding="utf-8")
+        for call in re.finditer(r"inspect\.getsource\(", text):
+            depth, end = 1, call.end()
+            while depth:                      # to the parenthesis that closes the call
+                depth += {"(": 1, ")": -1}.get(text[end], 0)
+                end += 1
+            expression = text[call.end():end - 1]
+            found[f"{path.stem}: {expression}"] = eval(expression, names)  # noqa: S307 (our text)
+    return found
+
+
+def test_the_functions_the_lessons_print_stay_on_one_screen():
+    """The project's rule: a function a lesson prints with inspect.getsource is at most 40 lines,
+    the idea first."""
+    printed = printed_functions()
+    assert len(printed) >= 15, sorted(printed)
+    lengths = {name: len(inspect.getsource(obj).rstrip().splitlines())
+               for name, obj in printed.items()}
+    assert {name: n for name, n in lengths.items() if n > 40} == {}
