@@ -208,9 +208,13 @@ def lesson11(c: Claims) -> None:
 
 
 def lesson12(c: Claims) -> None:
+    trace = c.trace("stepper = BackwardStepper(loss, max_nodes=20")
     if c.says("Even on one sequence the model's graph has about a hundred nodes"):
-        trace = c.trace("stepper = BackwardStepper(loss, max_nodes=20")
         c.check("about a hundred nodes", 80 <= len(trace["nodes"]) <= 125, len(trace["nodes"]))
+    if c.says("stepper.step(12)                  # the seed, then eleven nodes: up to `attention`"):
+        c.check("step 12 runs attention", applied(trace, 12) == ["attention"], applied(trace, 12))
+        c.check("q's projection has not run: no gradient yet", c.output("stepper.step(12)")
+                .strip().endswith("False"), c.output("stepper.step(12)"))
     if c.says("Read it like a program: `embedding`, a `reshape` to rows"):
         lines = c.output("for op in forward.operations[:12]").splitlines()
         c.check("embedding, then a reshape", "= embedding(" in lines[2] and "= reshape(" in lines[3],
