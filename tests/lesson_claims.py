@@ -54,13 +54,16 @@ class Claims:
                 parts.append(output.data["text/plain"])
         return "".join(parts)
 
-    def trace(self, marker: str) -> dict:
-        """The trace of the widget the cell with `marker` shows (its state as the run left it)."""
+    def state(self, marker: str) -> dict:
+        """The state of the widget the cell with `marker` shows, as the run left it."""
         for output in self.cell(marker).get("outputs", []):
             view = output.get("data", {}).get("application/vnd.jupyter.widget-view+json")
             if view:
-                return self.models[view["model_id"]]["state"]["trace"]
+                return self.models[view["model_id"]]["state"]
         raise LookupError(f"{self.stem}: the cell with {marker!r} shows no widget")
+
+    def trace(self, marker: str) -> dict:
+        return self.state(marker)["trace"]
 
 
 def step_events(trace: dict, step: int) -> list:
@@ -181,6 +184,14 @@ def lesson07(c: Claims) -> None:
         values = numbers(row)   # 120, then (nodes, KiB) for each of the four runs
         nodes, kib = values[5], values[6]
         c.check("27 nodes per step, 28 MiB", nodes / 120 == 27 and 26 <= kib / 1024 <= 30, row)
+
+
+    if c.says("each closed box's label says `kind A` and how many closed boxes of that kind there "
+              "are (`x7` while step 7 is open)"):
+        leak = c.state('leak = GraphView(total')
+        labels = re.findall(r"kind [A-Z] \(x\d+\)", leak["dot"])
+        c.check("seven closed boxes, all kind A (x7), step 7 open", labels == ["kind A (x7)"] * 7
+                and leak["expanded"] == ["step 7"], [labels, leak["expanded"]])
 
 
 def lesson08(c: Claims) -> None:
