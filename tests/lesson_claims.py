@@ -226,6 +226,9 @@ def lesson12(c: Claims) -> None:
         c.check("step 12 runs attention", applied(trace, 12) == ["attention"], applied(trace, 12))
         c.check("q's projection has not run: no gradient yet", c.output("stepper.step(12)")
                 .strip().endswith("False"), c.output("stepper.step(12)"))
+    if c.says("(the view opens at step 0, before any rule ran)"):
+        view = c.state("view = AotView(small_forward")
+        c.check("the AotView opens at step 0", view["frame"] == 0, view["frame"])
     if c.says("Read it like a program: `embedding`, a `reshape` to rows"):
         lines = c.output("for op in forward.operations[:12]").splitlines()
         c.check("embedding, then a reshape", "= embedding(" in lines[2] and "= reshape(" in lines[3],
