@@ -72,3 +72,31 @@ def test_the_functions_the_lessons_print_stay_on_one_screen():
     lengths = {name: len(inspect.getsource(obj).rstrip().splitlines())
                for name, obj in printed.items()}
     assert {name: n for name, n in lengths.items() if n > 40} == {}
+
+
+def says(stem: str, sentence: str) -> None:
+    assert " ".join(sentence.split()) in lesson_text(stem), \
+        f"{stem} no longer says {sentence!r}: update this test with the text"
+
+
+def test_lesson01_a_consumed_graph_cannot_be_drawn():
+    says("01_variables_and_leaves", "After backward has consumed it there is nothing left to draw "
+         "(minigrad says so with a `ValueError`)")
+    from minigrad.widgets import GraphView
+    w = mg.create_leaf([1.0, 2.0], requires_grad=True, name="w")
+    loss = (w * w).sum()
+    loss.backward()
+    with pytest.raises(ValueError, match="consumed by backward"):
+        GraphView(loss)
+
+
+def test_lesson05_an_unreducible_gradient_is_refused_naming_the_variable():
+    says("05_accumulate_and_broadcast", "has no undo: `sum_to_shape` returns `None`, and "
+         "`accumulate_grad` raises a `ShapeError` that names the variable and tells you to fix "
+         "the backward that produced it")
+    from minigrad.kernels import sum_to_shape
+    assert sum_to_shape(np.ones((4, 3)), (2,)) is None
+    v = mg.create_leaf(np.zeros(2), requires_grad=True, name="v")
+    with pytest.raises(mg.errors.ShapeError) as error:
+        mg.accumulate_grad(v, np.ones((4, 3)))
+    assert "'v'" in str(error.value) and "Fix the backward" in str(error.value)
