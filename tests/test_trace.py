@@ -440,7 +440,12 @@ def test_a_graph_read_after_forward_tells_the_pending_counts_as_forward_made_the
     assert replayed == forward_pending(rec.trace)
     # a * a: both edges are wired before the op is recorded, so both say 2 (not the final 3)
     assert replayed[1] == ("mul", [("mul", 2), ("mul", 2)])
-    node = next(n for n in mg.trace_of(live)["nodes"] if n["type"] == "op")
+    # where forward ended, each op's last told count is its real count (what the badges show)
+    doc = mg.trace_of(live)
+    last = {p["node"]: p["count"] for e in by_type(doc, "op") for p in e["pending"]}
+    assert last == {n["id"]: n["pending_count"] for n in doc["nodes"]
+                    if n["type"] == "op" and n["pending_count"]}
+    node = next(n for n in doc["nodes"] if n["type"] == "op")
     assert node["pending_count"] == live.grad_fn.next_functions[0].next_functions[1] \
         .pending_count == 3
 
