@@ -100,3 +100,45 @@ def test_lesson05_an_unreducible_gradient_is_refused_naming_the_variable():
     with pytest.raises(mg.errors.ShapeError) as error:
         mg.accumulate_grad(v, np.ones((4, 3)))
     assert "'v'" in str(error.value) and "Fix the backward" in str(error.value)
+
+
+ROOT = LESSONS.parent
+
+
+def defined_in(path: pathlib.Path) -> set[str]:
+    """The functions and classes a file defines (Class.method for methods)."""
+    import ast
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    names = set()
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        if isinstance(node, ast.ClassDef):
+            names |= {f"{node.name}.{item.name}" for item in node.body
+                      if isinstance(item, ast.FunctionDef)}
+    return names
+
+
+def named_files() -> list[tuple[str, str, list[str]]]:
+    """(lesson, path, names) for every `path` a lesson names, with the names it places in the
+    file: "`path` (`a`, `b`)" or "`a` and `b` in `path`"."""
+    found = []
+    for lesson in sorted(LESSONS.glob("[0-9][0-9]_*.md")):
+        text = " ".join(lesson.read_text(encoding="utf-8").split())
+        for m in re.finditer(r"`((?:minigrad|benchmarks|docs)/[\w/.]*)`(?: \(([^)]*)\))?", text):
+            found.append((lesson.stem, m.group(1), re.findall(r"`([\w.]+)`", m.group(2) or "")))
+        for m in re.finditer(r"((?:`\w+`(?:, | and ))*`\w+`) in `(minigrad/[\w/]+\.py)`", text):
+            found.append((lesson.stem, m.group(2), re.findall(r"`(\w+)`", m.group(1))))
+    return found
+
+
+def test_the_files_and_functions_the_lessons_name_exist():
+    """"The code is `minigrad/eager/variable.py` (`Variable`, `create_leaf`)", "`topo_order` in
+    `minigrad/eager/engine.py`": a student opens that file and finds those names."""
+    named = named_files()
+    assert len(named) >= 25 and any(names for _, _, names in named)
+    missing = [(lesson, path) for lesson, path, _ in named if not (ROOT / path).exists()]
+    assert missing == []
+    absent = [(lesson, path, name) for lesson, path, names in named for name in names
+              if path.endswith(".py") and name not in defined_in(ROOT / path)]
+    assert absent == []
