@@ -18,6 +18,7 @@ ROOT = pathlib.Path(__file__).parent.parent
 LESSONS = sorted((ROOT / "lessons").glob("[0-9][0-9]_*.ipynb"))
 sys.path.insert(0, str(ROOT / "tools"))
 from make_student import student_copy  # noqa: E402
+from lesson_claims import broken_claims  # noqa: E402
 
 EXERCISES = [p for p in LESSONS if "### BEGIN SOLUTION" in p.read_text()]
 RUN_TIMES: dict[str, float] = {}
@@ -71,6 +72,8 @@ def test_lesson_runs_top_to_bottom_and_its_checks_pass(lesson):
     assert errors(notebook) == []
     for cell in check_cells(notebook):
         assert "PASS check_" in text_of(cell) and "FAIL" not in text_of(cell), cell.source
+    # the sentences that state what a cell prints or a widget shows (tests/lesson_claims.py)
+    assert broken_claims(lesson.stem, notebook) == []
 
 
 def student_notebook(lesson: pathlib.Path) -> tuple[nbformat.NotebookNode, int]:

@@ -415,3 +415,48 @@ def test_attention_s_parents_are_named_q_k_v():
     parents = [nodes[e["source"]]["label"] for e in trace["edges"]
                if e["target"] == attention["id"] and e["kind"] == "parent"]
     assert parents == ["q", "k", "v"], parents
+
+
+def forward_pending(doc):
+    """Each forward op event's (op name, [(consumer-counted node name, its count then)])."""
+    names = {n["id"]: n["name"] for n in doc["nodes"]}
+    return [(names[e["node"]], [(names[p["node"]], p["count"]) for p in e["pending"]])
+            for e in by_type(doc, "op")]
+
+
+def test_a_graph_read_after_forward_tells_the_pending_counts_as_forward_made_them():
+    """A stepper drawn after forward (trace_of, BackwardStepper(loss)) replays the forward ops;
+    each one's "now has pending count" must be the count at that op, as a recording made while
+    forward ran says, not the final count (which told the diamond's first op 3 at an op where
+    it had 2, twice)."""
+    def diamond():
+        w = mg.create_leaf(1.5, requires_grad=True, name="w")
+        a = w * mg.create_leaf(2.0, name="x")
+        return (a * a + a).sum()
+
+    with mg.record() as rec:
+        live = diamond()
+    replayed = forward_pending(mg.trace_of(diamond()))
+    assert replayed == forward_pending(rec.trace)
+    # a * a: both edges are wired before the op is recorded, so both say 2 (not the final 3)
+    assert replayed[1] == ("mul", [("mul", 2), ("mul", 2)])
+    # where forward ended, each op's last told count is its real count (what the badges show)
+    doc = mg.trace_of(live)
+    last = {p["node"]: p["count"] for e in by_type(doc, "op") for p in e["pending"]}
+    assert last == {n["id"]: n["pending_count"] for n in doc["nodes"]
+                    if n["type"] == "op" and n["pending_count"]}
+    node = next(n for n in doc["nodes"] if n["type"] == "op")
+    assert node["pending_count"] == live.grad_fn.next_functions[0].next_functions[1] \
+        .pending_count == 3
+
+
+def test_a_replayed_graph_counts_consumers_outside_it_first():
+    """A consumer the drawn graph does not reach (a dead branch) is counted before the drawn
+    ones, so the last forward op leaves every node at its real count."""
+    w = mg.create_leaf([1.0, -2.0], requires_grad=True, name="w")
+    h = w * w
+    side = h.exp()                      # not part of the loss
+    loss = h.sum()
+    assert forward_pending(mg.trace_of(loss))[-1] == ("sum", [("mul", 2)])
+    assert h.grad_fn.pending_count == 2
+    del side

@@ -23,7 +23,9 @@ class ForwardEvents:
         self.tables.variable(variable)
         self.log.close_frame()
 
-    def on_op(self, node, output) -> None:
+    def on_op(self, node, output, counts=None) -> None:
+        """counts: a replay's pending counts as of this op (add_graph); None while forward runs,
+        when the nodes' own counts are the counts as of this op."""
         tables, known, log = self.tables, self.tables.ids.known, self.log
         if log.phase != "recompute":   # (minigrad.checkpoint rebuilding a segment in backward)
             log.phase = "forward"
@@ -54,7 +56,7 @@ class ForwardEvents:
         for v in node.inputs:
             parent_id = known(v.grad_fn) if v.grad_fn is not None else None
             if parent_id in nodes:
-                count = int(v.grad_fn.pending_count)
+                count = int(v.grad_fn.pending_count if counts is None else counts[v.grad_fn])
                 nodes[parent_id]["pending_count"] = count
                 pending.append({"node": parent_id, "count": count})
         names = ", ".join(sentence_name(v) for v in node.inputs)
@@ -73,8 +75,10 @@ class ForwardEvents:
 
         Ops come in the order they were created. Arena blocks get reconstructed "alloc" events
         (marked so): an arena allocates in address order, so its `used` after a block is the
-        block's end. Pending counts are the nodes' real counts now, which include consumers
-        outside this graph. Nodes already known (recorded as they ran) are kept.
+        block's end. Each op tells the pending counts as of that op: the final counts minus
+        the replayed ops still to come, so consumers outside this graph (a dead branch) count
+        first, and after the last op every node is at its real count. Nodes already known
+        (recorded as they ran) are kept.
         """
         known = self.tables.ids.known
         root = variable.grad_fn
@@ -90,15 +94,22 @@ class ForwardEvents:
             for v in node.inputs:
                 if v.grad_fn is not None:
                     outputs[v.grad_fn] = v
-        for node in sorted(outputs, key=lambda n: n.seq):
-            if known(node) is not None:   # recorded as it ran
-                continue
+        replayed = [node for node in sorted(outputs, key=lambda n: n.seq)
+                    if known(node) is None]   # (a node recorded as it ran is kept)
+        counts = {node: node.pending_count for node in outputs}
+        for node in replayed:
+            for v in node.inputs:
+                if v.grad_fn is not None:
+                    counts[v.grad_fn] -= 1      # each edge is counted again as its op replays
+        for node in replayed:
             for v in node.inputs:
                 if v.grad_fn is None and known(v) is None:
                     self._leaf_with_block(v)
+                elif v.grad_fn is not None:
+                    counts[v.grad_fn] += 1
             for block in (outputs[node]._block, node._block):
                 self.memory.block_id(block)
-            self.on_op(node, outputs[node])
+            self.on_op(node, outputs[node], counts)
         for node in outputs:
             self.tables.nodes[known(node)]["pending_count"] = int(node.pending_count)
 
