@@ -175,7 +175,7 @@ class Variable:
         beyond ._grad_buffer, ._grad and the count's own: see _UNKEPT.)
         """
         buffer = self._grad_buffer
-        if buffer is not None and _references(buffer, self) > _UNKEPT:
+        if buffer is not None and sys.getrefcount(buffer) - (self._grad is buffer) > _UNKEPT:
             self._grad_buffer = None
         self._grad = self._grad_variable = None
 
@@ -475,18 +475,14 @@ def _leaf_on(allocator, array: np.ndarray, requires_grad: bool, name) -> Variabl
     return leaf
 
 
-def _references(buffer: np.ndarray, variable: Variable) -> int:
-    """References to a leaf's gradient array, not counting its ._grad."""
-    return sys.getrefcount(buffer) - (variable._grad is buffer)
-
 
 def _probe_unkept() -> int:
-    """_references of a gradient array only its Variable holds, from a frame like zero_grad's
-    (measured: Python versions differ in what a frame's own references add to the count)."""
+    """What zero_grad's count gives for a gradient array only its Variable holds, from a frame
+    like zero_grad's (measured: Python versions differ in what a frame's own references add)."""
     leaf = Variable(np.zeros(1))
-    leaf._grad_buffer = leaf._grad = np.zeros(1)
+    leaf._grad_buffer = np.zeros(1)
     buffer = leaf._grad_buffer
-    return _references(buffer, leaf)
+    return sys.getrefcount(buffer)
 
 
 _UNKEPT = _probe_unkept()
