@@ -194,15 +194,10 @@ def backward_frames(doc) -> list:
 
 
 def engine_steps(snapshots: list) -> list:
-    """One state per step a view shows: a "ready" group (the queue ran dry and a node off the
-    loss's path was let go) belongs to the step before it (the views put its events there)."""
-    steps = []
-    for kind, state in snapshots:
-        if kind == "ready":
-            steps[-1] = state
-        else:
-            steps.append(state)
-    return steps
+    """One state per step a view shows. A "ready" group (the queue ran dry and a node off the
+    loss's path was let go) is no step of its own: it belongs to the next node's step, which
+    runs that node (the stepper runs both at once). Before it, the engine had not let it go."""
+    return [state for kind, state in snapshots if kind != "ready"]
 
 
 def close(got, want) -> bool:
@@ -384,14 +379,21 @@ def stepped(graph, order, place):
         stepper = BackwardStepper(loss, order=order)
         stepper._groups = engine.watch(stepper._groups, snapshots)
         known = stepper._recorder.known
+        sent = []
+        stepper.send = sent.append   # what the page is sent: "append" messages
+        page_frames = list(stepper.trace["frames"])
         while stepper.live:
             stepper.step()
+            page_frames += sent[-1]["frames"]
             doc = stepper.current_trace
             steps = engine_steps(snapshots)
             k = backward_frames(doc)[-1]
             problems += compare(doc, known, engine, steps[-2] if len(steps) > 1 else None,
                                 steps[-1], k, f"{label} (live) step {len(steps) - 1}")
         doc = stepper.current_trace
+    if page_frames != doc["frames"]:   # (the page keeps its frames when the trace is re-sent)
+        problems.append(f"{label}: the page's frames {page_frames}, the document's "
+                        f"{doc['frames']}")
     problems += compare_backward(doc, known, engine, snapshots, label)
     problems += compare_saved(doc, known, engine, label)
     problems += compare_forward(doc, known, counts, label)
