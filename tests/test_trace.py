@@ -460,3 +460,36 @@ def test_a_replayed_graph_counts_consumers_outside_it_first():
     assert forward_pending(mg.trace_of(loss))[-1] == ("sum", [("mul", 2)])
     assert h.grad_fn.pending_count == 2
     del side
+
+
+def test_a_ready_off_the_loss_path_opens_the_step_of_the_node_it_lets_run():
+    """h has a consumer off the loss's path (side): when the queue runs dry the engine lets h go
+    and runs it. Its "ready" is in h's step, not in the step before (where the engine had not let
+    it go yet), in a recording and in a stepper's page alike."""
+    from minigrad.widgets.views import BackwardStepper
+
+    def graph():
+        w = mg.create_leaf([1.0, -2.0], requires_grad=True, name="w")
+        h = w * w
+        return (h * 2.0).sum(), h.exp()
+
+    with mg.record() as rec:
+        loss, side = graph()
+        loss.backward()
+    stepper = BackwardStepper(graph()[0])
+    sent = []
+    stepper.send = sent.append
+    page_frames = list(stepper.trace["frames"])
+    while stepper.live:
+        stepper.step()
+        page_frames += sent[-1]["frames"]
+    assert page_frames == stepper.current_trace["frames"]
+    for doc in (rec.trace, stepper.current_trace):
+        frames = doc["frames"]
+        events = doc["events"]   # the ready of a node whose pending count is not 0: h's
+        ready = next(i for i, e in enumerate(events) if e["type"] == "ready" and not
+                     (events[i - 1]["type"] == "pending" and events[i - 1]["count"] == 0))
+        k = next(k for k, last in enumerate(frames) if last >= ready)
+        step = doc["events"][frames[k - 1] + 1:frames[k] + 1]
+        assert step[0]["type"] == "ready" and step[1] == {**step[1], "type": "apply",
+                                                          "node": step[0]["node"]}
