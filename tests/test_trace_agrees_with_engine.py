@@ -9,7 +9,7 @@ which ops ran, the ready queue, each variable's gradient so far, which blocks ar
 every frame the fold is compared with the engine itself, read off its objects at that very step
 (a wrapper around the engine's generator reads them as each step is handed out, before any
 recorder sees the step). Forward frames are compared with the pending counts the nodes had as
-each op was made.
+each op was made. The slot tapes' TapeView is checked the same way against the tape it steps.
 """
 from __future__ import annotations
 
@@ -24,8 +24,10 @@ from hypothesis.extra.numpy import arrays
 import minigrad as mg
 from minigrad.eager.engine import compact_groups, topo_order
 from minigrad.eager.steps import PREVIEW
+from minigrad.tape import Tape, TensorTape
+from minigrad.widgets import TapeView
 from minigrad.widgets.views import BackwardStepper
-from test_graph_properties import LEAF_BOUND, MAX_BOUND, OPS
+from test_graph_properties import LEAF_BOUND, MAX_BOUND, OPS, TAPE_OPS
 
 SHAPES = [(3,), (2, 3), (1, 3)]   # any two broadcast together
 
@@ -439,3 +441,80 @@ def test_every_step_of_the_documents_is_what_the_engine_did(graph, order_and_shu
     more, _ = stepped(graph, order, place)
     assert not problems + more, "\n".join(problems + more)
 
+
+
+# -- the tape view: slot grads, use counts and freed slots at every step -----------------------
+def tape_fold(doc, k: int) -> dict:
+    """widgets/src/trace/tape-replay.js TapeState.seek(k)."""
+    grads, uses = list(doc["slots"]["grads"]), list(doc["slots"]["uses"])
+    freed = set()
+    for f in doc["frames"][:k]:
+        for slot, grad in f["grads"]:
+            grads[slot] = grad
+        for slot, count in f["uses"]:
+            uses[slot] = count
+        freed.update(f["freed"])
+    return {"grads": grads, "uses": uses, "freed": freed}
+
+
+def tape_disagreements(doc, tape, remaining, where) -> list:
+    """The document folded to its last frame against the tape itself: grads (6 digits, as the
+    document rounds them), use counts (the walk's own), and for a TensorTape, freed slots
+    (their buffers given back: value None)."""
+    state, problems = tape_fold(doc, len(doc["frames"])), []
+    for slot, grad in enumerate(tape.grads):
+        if slot in state["freed"] and grad is None:
+            continue   # (a TensorTape gave the buffer back: the page strikes the row through)
+        shown = state["grads"][slot]
+        if (grad is None) != (shown is None) or (grad is not None and not np.allclose(
+                shown, np.asarray(grad, float).ravel()[:len(shown)], rtol=1e-5, atol=1e-12)):
+            problems.append(f"{where}: slot {slot} ({tape.kinds[slot]}, freed: "
+                            f"{slot in state['freed']}) grad {shown}, tape {grad}")
+    if state["uses"] != [int(n) for n in remaining]:
+        problems.append(f"{where}: uses {state['uses']}, tape {list(remaining)}")
+    if isinstance(tape, TensorTape):
+        gone = {i for i, v in enumerate(tape.values) if v is None}
+        if state["freed"] != gone:
+            problems.append(f"{where}: freed {sorted(state['freed'])}, tape {sorted(gone)}")
+    return problems
+
+
+def tape_graph_loss(tape, graph):
+    leaf_arrays, flags, steps, outputs = graph
+    value = (lambda a: float(a)) if type(tape) is Tape else (lambda a: a.copy())
+    slots = [tape.var(value(a)) if g else tape.const(value(a)) for a, g in zip(leaf_arrays, flags)]
+    return tape_loss_of(slots, steps, outputs)
+
+
+def tape_loss_of(slots, steps, outputs):
+    nodes = list(slots)
+    for name, inputs in steps:
+        nodes.append(TAPE_OPS[name](*(nodes[i] for i in inputs)))
+    total = nodes[outputs[0]]
+    for i in outputs[1:]:
+        total = total + nodes[i]
+    return total
+
+
+@settings(max_examples=150, deadline=None, derandomize=True)
+@given(graphs(), st.booleans())
+def test_every_step_of_the_tape_view_is_what_the_tape_did(graph, scalar):
+    assume(loss_requires_grad(graph))
+    if scalar:   # the scalar Tape, on the first element of each leaf
+        graph = (tuple(a.reshape(-1)[:1].reshape(()) for a in graph[0]),) + graph[1:]
+        tape = Tape()
+    else:
+        tape = TensorTape()
+    out = tape_graph_loss(tape, graph)
+    assume(tape.requires_grad[tape.index(out)])
+    view = TapeView(tape, out)
+    view.send = lambda message: None
+    counted, use_counts = [], tape.use_counts
+    tape.use_counts = lambda: counted.append(use_counts()) or counted[-1]
+    problems = []
+    while view.live:
+        view.step()
+        walk = counted[-1]   # the use counts backward's walk counts down (it asks for them first)
+        problems += tape_disagreements(view.current_trace, tape, walk, f"{type(tape).__name__} "
+                                       f"frame {len(view.current_trace['frames'])}")
+    assert not problems, "\n".join(problems)
