@@ -65,6 +65,7 @@ class BackwardEvents:
                 self.on_steps(group[1:])
         elif kind == "recompute":   # a checkpoint's segment was recorded again (one frame)
             log.close_frame()
+            self._ready_opened = False   # (its ops' steps come between a "ready" and the apply)
         elif kind == "ready":    # a node freed from consumers that are not on the loss's path
             # It opens the step of the node it lets run (the engine lets it go after the step
             # before has ended, and runs it next), as the stepper's page shows it live.
