@@ -133,7 +133,7 @@ class Engine:
         for v in self.variables():
             g = self.gradient(v)
             if g is not None:
-                grads[v] = np.array(g, dtype=float).ravel()[:PREVIEW]
+                grads[v] = np.array(g, dtype=float)
         alive = set()
         if self.allocator is not None:
             alive = {b for b in self.allocator.blocks if b.alive}
@@ -147,7 +147,11 @@ class Engine:
         outer = groups
         for group in groups:
             self.scheduler = scheduler_of(outer)   # (its locals exist once it has started)
-            snapshots.append((group[0][0], self.state()))
+            state = self.state()
+            # each gradient the step sent, in order: (variable, grad as the op returned it)
+            state["sent"] = [(s[2], np.array(s[3], dtype=float)) for s in group
+                             if s[0] == "accumulate"]
+            snapshots.append((group[0][0], state))
             yield group
 
 
@@ -208,6 +212,8 @@ def engine_steps(snapshots: list) -> list:
 
 
 def close(got, want) -> bool:
+    """The document's first values against the engine's array."""
+    want = np.asarray(want, dtype=float).ravel()[:PREVIEW]
     got = np.array([np.nan if x is None else x for x in got], dtype=float)
     return got.shape == want.shape and np.allclose(got, want, rtol=1e-9, atol=1e-12,
                                                    equal_nan=True)
@@ -247,21 +253,39 @@ def compare(doc, known, engine, before, after, k, where) -> list:
         if told != blocks:
             say(f"{where}: alive blocks {sorted(told)}, engine {sorted(blocks)}")
     # this step's events: first write vs sum, and what apply says it received
-    had = {known(v) for v in before["grads"]} if before is not None else set()
-    seen = set()
+    # (x * x sends x two gradients in one step: the first event tells the first sum)
+    sums = {v: g for v, g in before["grads"].items()} if before is not None else {}
+    sent = iter(after["sent"])
     for ev in frame_events(doc, k):
         if ev["type"] == "accumulate":
-            first = ev["variable"] not in had and ev["variable"] not in seen
-            seen.add(ev["variable"])
+            variable, grad = next(sent)
+            if known(variable) != ev["variable"]:
+                say(f"{where}: accumulate into {ev['variable']}, engine into {known(variable)}")
+                continue
+            first = variable not in sums
+            sums[variable] = reduced(grad, variable._data.shape) + sums.get(variable, 0.0)
             if ev["first_write"] != first:
                 say(f"{where}: accumulate into {ev['variable']} first_write={ev['first_write']},"
                     f" engine {'had no' if first else 'had a'} gradient there")
+            if not close(ev["grad"], sums[variable]):
+                say(f"{where}: accumulate into {ev['variable']} tells {ev['grad']}, the sum "
+                    f"so far is {sums[variable]}")
         elif ev["type"] == "apply" and before is not None:
             node = next(n for n, i in ids.items() if i == ev["node"])
             want = before["grads"].get(engine.outputs[node])
             if want is None or not close(ev["grad"], want):
                 say(f"{where}: apply {ev['node']} grad {ev['grad']}, engine grad_output {want}")
     return problems
+
+
+def reduced(grad, shape):
+    """A broadcast gradient summed back to the variable's shape (lesson 05), written out."""
+    while grad.ndim > len(shape):
+        grad = grad.sum(axis=0)
+    for axis, n in enumerate(shape):
+        if n == 1 and grad.shape[axis] != 1:
+            grad = grad.sum(axis=axis, keepdims=True)
+    return grad
 
 
 def doc_node(doc, node_id) -> dict:
