@@ -351,6 +351,26 @@ def test_a_stepper_stepped_inside_record_is_recorded_by_it_too():
     np.testing.assert_allclose(W.grad, np.outer([1.0, 2.0], 1 - np.tanh([4.5, -0.5]) ** 2))
 
 
+def test_a_stepper_made_inside_record_is_recorded_by_it_once():
+    """Made inside the block (not only stepped there), the stepper's steps reached the enclosing
+    recorder twice: every start, apply and done came twice in its trace. And stepped after the
+    block, they went on reaching a recorder whose block had ended."""
+    pytest.importorskip("anywidget")
+    from minigrad.widgets import BackwardStepper
+    W = mg.create_leaf([[0.5, -1.0], [2.0, 0.25]], requires_grad=True, name="W")
+    with mg.record("outer") as rec:
+        loss = (mg.create_leaf([[1.0, 2.0]], name="x") @ W).tanh().sum()
+        stepper = BackwardStepper(loss)
+        stepper.step(2)
+    recorded_in_block = len(rec.trace["events"])
+    stepper.finish()
+    assert len(rec.trace["events"]) == recorded_in_block   # the block had ended
+    for doc in (valid(rec.trace), valid(stepper.current_trace)):
+        assert [e["type"] for e in doc["events"]].count("start") == 1
+    assert [e["type"] for e in rec.trace["events"]].count("apply") == 1   # the sum's, in the block
+    assert [e["type"] for e in stepper.current_trace["events"]].count("apply") == 3
+
+
 def test_a_checkpoint_s_recompute_is_told_apart_from_the_loss_s_backward():
     # Lesson 09's checkpoint stepper: the segment's input recorded again is the saved tanh
     # output, not "a parameter"; the recompute's own seed is not a second "d loss / d loss = 1".

@@ -412,12 +412,17 @@ def recorded(graph, order, shuffle, place, history):
     return problems, len(snapshots)
 
 
-def stepped(graph, order, place):
+def stepped(graph, order, place, inside_record):
     """A BackwardStepper made after forward, stepped one engine step at a time; the document
-    read after every step (what the page is sent) and at the end."""
+    read after every step (what the page is sent) and at the end. Inside a record() block,
+    that block's trace (forward recorded as it ran, the stepper's steps) is checked too."""
     allocator, snapshots, problems = PLACES[place](), [], []
     label = f"stepper {order} {place}"
-    with scope_of(allocator):
+    with contextlib.ExitStack() as stack:
+        if inside_record:
+            outer = stack.enter_context(mg.record())
+            made = CountsWhenMade(outer)
+        stack.enter_context(scope_of(allocator))
         leaves, ops, nodes = build(graph)
         engine = Engine(leaves, ops, nodes, allocator, order)
         loss = engine.loss
@@ -437,6 +442,9 @@ def stepped(graph, order, place):
             problems += compare(doc, known, engine, steps[-2] if len(steps) > 1 else None,
                                 steps[-1], k, f"{label} (live) step {len(steps) - 1}")
         doc = stepper.current_trace
+    if inside_record:
+        problems += compare_backward(outer.trace, outer.known, engine, snapshots, label + " outer")
+        problems += compare_forward(outer.trace, outer.known, made.counts, label + " outer")
     if page_frames != doc["frames"]:   # (the page keeps its frames when the trace is re-sent)
         problems.append(f"{label}: the page's frames {page_frames}, the document's "
                         f"{doc['frames']}")
@@ -456,13 +464,13 @@ def loss_requires_grad(graph) -> bool:
 
 @settings(max_examples=300, deadline=None, derandomize=True)
 @given(graphs(), st.sampled_from([("pending", None), ("pending", 3), ("topo", None)]),
-       st.sampled_from(sorted(PLACES)), st.sampled_from(HISTORIES))
+       st.sampled_from(sorted(PLACES)), st.sampled_from(HISTORIES), st.booleans())
 def test_every_step_of_the_documents_is_what_the_engine_did(graph, order_and_shuffle, place,
-                                                            history):
+                                                            history, inside_record):
     assume(loss_requires_grad(graph))
     order, shuffle = order_and_shuffle
     problems, _ = recorded(graph, order, shuffle, place, history)
-    more, _ = stepped(graph, order, place)
+    more, _ = stepped(graph, order, place, inside_record)
     assert not problems + more, "\n".join(problems + more)
 
 
