@@ -513,3 +513,19 @@ def test_a_ready_off_the_loss_path_opens_the_step_of_the_node_it_lets_run():
         step = doc["events"][frames[k - 1] + 1:frames[k] + 1]
         assert step[0]["type"] == "ready" and step[1] == {**step[1], "type": "apply",
                                                           "node": step[0]["node"]}
+
+
+def test_a_graph_read_after_forward_tells_the_arena_s_own_used():
+    """trace_of / a BackwardStepper read the blocks already on an arena from its ledger. The block
+    that made the trace meet the arena (x's, at offset 0) was written after all the others, so
+    the strip's last `used` was the end of x's block, not the arena's."""
+    graph = mg.Arena("graph", 1 << 16)
+    with graph.scope():
+        x = mg.create_leaf([[1.0, 2.0]], name="x")
+        W = mg.create_leaf([[0.5, -1.0], [2.0, 0.25]], requires_grad=True, name="W")
+        loss = (x @ W).tanh().sum()
+        doc = valid(mg.trace_of(loss))
+        allocs = by_type(doc, "alloc")
+        assert allocs[-1]["used"] == graph.used and allocs[-1]["high_water"] == graph.high_water
+        offsets = [next(b["offset"] for b in doc["blocks"] if b["id"] == a["block"]) for a in allocs]
+        assert offsets == sorted(offsets)

@@ -134,12 +134,13 @@ class Engine:
             g = self.gradient(v)
             if g is not None:
                 grads[v] = np.array(g, dtype=float)
-        alive = set()
+        alive, used = set(), None
         if self.allocator is not None:
             alive = {b for b in self.allocator.blocks if b.alive}
+            used = (int(self.allocator.used), int(self.allocator.high_water))
         return {"pending": {n: int(n.pending_count) for n in self.ops},
                 "applied": {n for n in self.ops if n.released}, "ready": ready,
-                "grads": grads, "alive": alive}
+                "grads": grads, "alive": alive, "used": used}
 
     def watch(self, groups, snapshots: list):
         """groups, each followed by the engine's state right after it (read before any
@@ -158,7 +159,7 @@ class Engine:
 # -- the document's side: folded the way the page folds it -------------------------------------
 def fold(doc, last_event: int) -> dict:
     """widgets/src/trace/replay.js applyEvent, for the fields compared here."""
-    pending, applied, ready, grads, blocks = {}, set(), [], {}, {}
+    pending, applied, ready, grads, blocks, used = {}, set(), [], {}, {}, None
     writes = {}
     for ev in doc["events"][:last_event + 1]:
         kind = ev["type"]
@@ -182,7 +183,9 @@ def fold(doc, last_event: int) -> dict:
         elif kind == "ready":
             if ev["node"] not in applied and ev["node"] not in ready:
                 ready.append(ev["node"])
-        elif kind == "alloc":
+        if kind in ("alloc", "free", "pop"):
+            used = (ev["used"], ev["high_water"])
+        if kind == "alloc":
             blocks[ev["block"]] = "alive"
         elif kind == "free":
             blocks[ev["block"]] = "freed"
@@ -190,7 +193,7 @@ def fold(doc, last_event: int) -> dict:
             for b in ev["blocks"]:
                 blocks[b] = "popped"
     return {"pending": pending, "applied": applied, "ready": set(ready), "grads": grads,
-            "alive": {b for b, s in blocks.items() if s == "alive"}}
+            "alive": {b for b, s in blocks.items() if s == "alive"}, "used": used}
 
 
 def frame_events(doc, k: int) -> list:
@@ -252,6 +255,9 @@ def compare(doc, known, engine, before, after, k, where) -> list:
         told = state["alive"]
         if told != blocks:
             say(f"{where}: alive blocks {sorted(told)}, engine {sorted(blocks)}")
+        if state["used"] != after["used"]:
+            say(f"{where}: the strip says (used, high water) {state['used']}, the allocator "
+                f"{after['used']}")
     # this step's events: first write vs sum, and what apply says it received
     # (x * x sends x two gradients in one step: the first event tells the first sum)
     sums = {v: g for v, g in before["grads"].items()} if before is not None else {}
