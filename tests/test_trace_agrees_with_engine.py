@@ -353,14 +353,33 @@ class CountsWhenMade:
     """Wraps a recorder's forward hook: the pending counts of every op made so far, read the
     moment each op is recorded (its edges are wired by then)."""
 
-    def __init__(self, recorder):
+    def __init__(self, recorder, allocator=None):
         self.made, self.counts, self.hook = [], [], recorder.forward.on_op
+        self.allocator, self.memory = allocator, []   # (its used, high water, live blocks)
         recorder.forward.on_op = self
 
     def __call__(self, node, output, counts=None):
         self.made.append(node)
         self.counts.append({n: int(n.pending_count) for n in self.made})
+        if self.allocator is not None:
+            a = self.allocator
+            self.memory.append(((int(a.used), int(a.high_water)), {b for b in a.blocks if b.alive}))
         return self.hook(node, output, counts)
+
+
+def compare_forward_memory(doc, known, made, label) -> list:
+    """At each forward op's frame: the strip's used and high water, and the live blocks, are
+    the allocator's as the op was recorded (its allocations came before it)."""
+    ops = [k for k in range(len(doc["frames"]))
+           if any(e["type"] == "op" and e["phase"] == "forward" for e in frame_events(doc, k))]
+    problems = []
+    for i, (k, (used, alive)) in enumerate(zip(ops, made.memory)):
+        state = fold(doc, doc["frames"][k])
+        if state["used"] != used or state["alive"] != {known(b) for b in alive}:
+            problems.append(f"{label}: forward op {i}: strip {state['used']} "
+                            f"{sorted(state['alive'])}, allocator {used} "
+                            f"{sorted(known(b) for b in alive)}")
+    return problems
 
 
 def replayed_counts(engine, loss) -> list:
@@ -401,7 +420,7 @@ def recorded(graph, order, shuffle, place, history):
         if history == "forward before record":
             leaves, ops, nodes = build(graph)
         rec = stack.enter_context(mg.record())
-        made = CountsWhenMade(rec)
+        made = CountsWhenMade(rec, allocator)
         if history != "forward before record":
             leaves, ops, nodes = build(graph, leaves)
         engine = Engine(leaves, ops, nodes, allocator, order)
@@ -415,6 +434,8 @@ def recorded(graph, order, shuffle, place, history):
     problems = compare_backward(doc, rec.known, engine, snapshots, label)
     problems += compare_saved(doc, rec.known, engine, label)
     problems += compare_forward(doc, rec.known, counts, label)
+    if history != "forward before record":
+        problems += compare_forward_memory(doc, rec.known, made, label)
     return problems, len(snapshots)
 
 
@@ -427,7 +448,7 @@ def stepped(graph, order, place, inside_record):
     with contextlib.ExitStack() as stack:
         if inside_record:
             outer = stack.enter_context(mg.record())
-            made = CountsWhenMade(outer)
+            made = CountsWhenMade(outer, allocator)
         stack.enter_context(scope_of(allocator))
         leaves, ops, nodes = build(graph)
         engine = Engine(leaves, ops, nodes, allocator, order)
@@ -451,6 +472,7 @@ def stepped(graph, order, place, inside_record):
     if inside_record:
         problems += compare_backward(outer.trace, outer.known, engine, snapshots, label + " outer")
         problems += compare_forward(outer.trace, outer.known, made.counts, label + " outer")
+        problems += compare_forward_memory(outer.trace, outer.known, made, label + " outer")
     if page_frames != doc["frames"]:   # (the page keeps its frames when the trace is re-sent)
         problems.append(f"{label}: the page's frames {page_frames}, the document's "
                         f"{doc['frames']}")
