@@ -460,9 +460,11 @@ def stepped(graph, order, place, inside_record):
         sent = []
         stepper.send = sent.append   # what the page is sent: "append" messages
         page_frames = list(stepper.trace["frames"])
+        page_events = [dict(e) for e in stepper.trace["events"]]
         while stepper.live:
             stepper.step()
             page_frames += sent[-1]["frames"]
+            page_events += [dict(e) for e in sent[-1]["events"]]
             doc = stepper.current_trace
             steps = engine_steps(snapshots)
             k = backward_frames(doc)[-1]
@@ -473,6 +475,11 @@ def stepped(graph, order, place, inside_record):
         problems += compare_backward(outer.trace, outer.known, engine, snapshots, label + " outer")
         problems += compare_forward(outer.trace, outer.known, made.counts, label + " outer")
         problems += compare_forward_memory(outer.trace, outer.known, made, label + " outer")
+    # What the page was sent step by step, and the document at the end: the same numbers sent
+    # twice (copies, not two computations), so equal exactly.
+    if page_events != doc["events"]:
+        problems.append(f"{label}: the page's events differ from the document's: "
+                        f"{[e for e in page_events if e not in doc['events']][:2]}")
     if page_frames != doc["frames"]:   # (the page keeps its frames when the trace is re-sent)
         problems.append(f"{label}: the page's frames {page_frames}, the document's "
                         f"{doc['frames']}")
