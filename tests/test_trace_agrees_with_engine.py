@@ -8,7 +8,8 @@ folded event by event the way the page folds it (widgets/src/trace/replay.js: pe
 which ops ran, the ready queue, each variable's gradient so far, which blocks are alive), and at
 every frame the fold is compared with the engine itself, read off its objects at that very step
 (a wrapper around the engine's generator reads them as each step is handed out, before any
-recorder sees the step). Forward frames are compared with the pending counts the nodes had as
+recorder sees the step; under a plain backward(), as the recorder is told of the step, without
+the ready queue, which only the generator holds). Forward frames are compared with the pending counts the nodes had as
 each op was made. The slot tapes' TapeView is checked the same way against the tape it steps.
 """
 from __future__ import annotations
@@ -120,7 +121,7 @@ class Engine:
         return list(self.leaves) + [self.outputs[n] for n in self.ops]
 
     def state(self) -> dict:
-        ready, root = set(), self.loss.grad_fn
+        ready, root = None, self.loss.grad_fn   # (None: the queue cannot be read here)
         frame = self.scheduler.gi_frame if self.scheduler is not None else None
         if frame is not None:
             # At the seed the pending scheduler has not made its queue yet: its next line is
@@ -148,12 +149,15 @@ class Engine:
         outer = groups
         for group in groups:
             self.scheduler = scheduler_of(outer)   # (its locals exist once it has started)
-            state = self.state()
-            # each gradient the step sent, in order: (variable, grad as the op returned it)
-            state["sent"] = [(s[2], np.array(s[3], dtype=float)) for s in group
-                             if s[0] == "accumulate"]
-            snapshots.append((group[0][0], state))
+            snapshots.append(self.snapshot(group))
             yield group
+
+    def snapshot(self, group) -> tuple:
+        state = self.state()
+        # each gradient the step sent, in order: (variable, grad as the op returned it)
+        state["sent"] = [(s[2], np.array(s[3], dtype=float)) for s in group
+                         if s[0] == "accumulate"]
+        return group[0][0], state
 
 
 # -- the document's side: folded the way the page folds it -------------------------------------
@@ -234,7 +238,7 @@ def compare(doc, known, engine, before, after, k, where) -> list:
         if (op_id in state["applied"]) != (node in after["applied"]):
             say(f"{where}: {node.name} {op_id} applied={op_id in state['applied']}, engine "
                 f"released={node in after['applied']}")
-        if (op_id in state["ready"]) != (node in after["ready"]):
+        if after["ready"] is not None and (op_id in state["ready"]) != (node in after["ready"]):
             say(f"{where}: {node.name} {op_id} ready={op_id in state['ready']}, engine "
                 f"ready={node in after['ready']}")
     for v in engine.variables():
@@ -408,7 +412,7 @@ def scope_of(allocator):
 HISTORIES = ("fresh", "forward before record", "grads from an earlier backward")
 
 
-def recorded(graph, order, shuffle, place, history):
+def recorded(graph, order, shuffle, place, history, plain):
     """record() around forward (or only backward: its forward ran before) and a stepped
     backward; the document read once at the end. The leaves may hold gradients already."""
     allocator, snapshots = PLACES[place](), []
@@ -427,10 +431,16 @@ def recorded(graph, order, shuffle, place, history):
         loss = engine.loss
         counts = made.counts if history != "forward before record" else \
             replayed_counts(engine, loss)
-        for _ in engine.watch(compact_groups(loss, order, shuffle=shuffle), snapshots):
-            pass
+        if plain:   # backward() itself: each step read as the recorder is told it
+            rec.on_steps = lambda group, hook=rec.on_steps: (
+                snapshots.append(engine.snapshot(group)), hook(group))
+            mg.backward(loss, order=order, shuffle=shuffle)
+        else:
+            for _ in engine.watch(compact_groups(loss, order, shuffle=shuffle), snapshots):
+                pass
     doc = rec.trace
-    label = f"recorded {order} shuffle={shuffle} {place} {history}"
+    label = f"recorded {'backward()' if plain else 'steps'} {order} shuffle={shuffle} {place} " \
+            f"{history}"
     problems = compare_backward(doc, rec.known, engine, snapshots, label)
     problems += compare_saved(doc, rec.known, engine, label)
     problems += compare_forward(doc, rec.known, counts, label)
@@ -499,12 +509,12 @@ def loss_requires_grad(graph) -> bool:
 
 @settings(max_examples=300, deadline=None, derandomize=True)
 @given(graphs(), st.sampled_from([("pending", None), ("pending", 3), ("topo", None)]),
-       st.sampled_from(sorted(PLACES)), st.sampled_from(HISTORIES), st.booleans())
+       st.sampled_from(sorted(PLACES)), st.sampled_from(HISTORIES), st.booleans(), st.booleans())
 def test_every_step_of_the_documents_is_what_the_engine_did(graph, order_and_shuffle, place,
-                                                            history, inside_record):
+                                                            history, inside_record, plain):
     assume(loss_requires_grad(graph))
     order, shuffle = order_and_shuffle
-    problems, _ = recorded(graph, order, shuffle, place, history)
+    problems, _ = recorded(graph, order, shuffle, place, history, plain)
     more, _ = stepped(graph, order, place, inside_record)
     assert not problems + more, "\n".join(problems + more)
 
