@@ -527,5 +527,6 @@ def test_a_graph_read_after_forward_tells_the_arena_s_own_used():
         doc = valid(mg.trace_of(loss))
         allocs = by_type(doc, "alloc")
         assert allocs[-1]["used"] == graph.used and allocs[-1]["high_water"] == graph.high_water
-        offsets = [next(b["offset"] for b in doc["blocks"] if b["id"] == a["block"]) for a in allocs]
+        offset = {b["id"]: b["offset"] for b in doc["blocks"]}
+        offsets = [offset[a["block"]] for a in allocs]
         assert offsets == sorted(offsets)

@@ -9,8 +9,9 @@ which ops ran, the ready queue, each variable's gradient so far, which blocks ar
 every frame the fold is compared with the engine itself, read off its objects at that very step
 (a wrapper around the engine's generator reads them as each step is handed out, before any
 recorder sees the step; under a plain backward(), as the recorder is told of the step, without
-the ready queue, which only the generator holds). Forward frames are compared with the pending counts the nodes had as
-each op was made. The slot tapes' TapeView is checked the same way against the tape it steps.
+the ready queue, which only the generator holds). Forward frames are compared with the
+pending counts the nodes had as each op was made. The slot tapes' TapeView is checked the same
+way against the tape it steps.
 """
 from __future__ import annotations
 
@@ -48,7 +49,8 @@ def graphs(draw):
         if draw(st.booleans()):
             b = a   # x * x, x + x: one variable twice in one op
         allowed = [name for name, (arity, _, bound) in OPS.items()
-                   if (bound(bounds[a]) if arity == 1 else bound(bounds[a], bounds[b])) <= MAX_BOUND]
+                   if (bound(bounds[a]) if arity == 1 else bound(bounds[a], bounds[b]))
+                   <= MAX_BOUND]
         name = draw(st.sampled_from(allowed))
         inputs = (a,) if OPS[name][0] == 1 else (a, b)
         steps.append((name, inputs))
