@@ -113,6 +113,7 @@ class Engine:
         # leaves holding a gradient from an earlier backward: the document tells it only from
         # the first accumulate into it on (it has no field for a gradient from before)
         self.had_grad = {v for v in leaves if v._grad is not None}
+        self.forward_end = {**self.state(), "sent": []}   # the document's initial_frame
 
     def gradient(self, v):
         if v.grad_fn is None:
@@ -309,9 +310,10 @@ def compare_backward(doc, known, engine, snapshots, label) -> list:
     frames = backward_frames(doc)
     if len(frames) != len(steps):
         return [f"{label}: {len(frames)} backward frames, engine made {len(steps)} steps"]
-    problems = []
+    problems = compare(doc, known, engine, None, engine.forward_end, doc["initial_frame"],
+                       f"{label} where forward ended")
     for i, (k, after) in enumerate(zip(frames, steps)):
-        before = steps[i - 1] if i else None
+        before = steps[i - 1] if i else engine.forward_end
         problems += compare(doc, known, engine, before, after, k, f"{label} step {i}")
     return problems
 
