@@ -251,3 +251,30 @@ def test_a_misuse_while_stepping_reaches_the_view_and_the_cell():
     with pytest.raises(mg.errors.BackwardError, match="already backpropagated.*retain=True"):
         view._on_message(view, {"kind": "advance", "steps": 1, "seq": 0}, [])
     assert sent and sent[-1]["kind"] == "error" and "retain=True" in sent[-1]["text"]
+
+
+def test_a_second_backward_s_seed_drops_the_temps_grads_in_the_view_too():
+    """A second backward (the first retained) starts by dropping the temps' grads of the pass
+    before; the seed frame said only grad(y) = 1, so at that frame the view still showed h's old
+    grad, which the tape no longer had."""
+    tape = Tape()
+    x = tape.var(0.5, name="x")
+    h = x * x
+    y = h * h
+    tape.backward(y, retain=True)
+    old = {slot: tape.grads[slot] for slot in (x.index, h.index)}
+    view = TapeView(tape, y)
+    view.send = lambda message: None
+    seed_grads, seed = {}, tape._seed   # the tape's grads right after its seed
+
+    def seeded(out, retain):
+        slot = seed(out, retain)
+        seed_grads.update(enumerate(tape.grads))
+        return slot
+    tape._seed = seeded
+    view.step()
+    doc = jsonschema.validate(view.current_trace, SCHEMA) or view.current_trace
+    grads, _, _ = fold(doc, 1)
+    assert seed_grads[h.index] is None and grads[h.index] is None     # dropped by the seed
+    assert seed_grads[x.index] == old[x.index] and grads[x.index] == numbers(old[x.index])  # kept
+    assert grads[y.index] == [1.0]

@@ -351,6 +351,26 @@ def test_a_stepper_stepped_inside_record_is_recorded_by_it_too():
     np.testing.assert_allclose(W.grad, np.outer([1.0, 2.0], 1 - np.tanh([4.5, -0.5]) ** 2))
 
 
+def test_a_stepper_made_inside_record_is_recorded_by_it_once():
+    """Made inside the block (not only stepped there), the stepper's steps reached the enclosing
+    recorder twice: every start, apply and done came twice in its trace. And stepped after the
+    block, they went on reaching a recorder whose block had ended."""
+    pytest.importorskip("anywidget")
+    from minigrad.widgets import BackwardStepper
+    W = mg.create_leaf([[0.5, -1.0], [2.0, 0.25]], requires_grad=True, name="W")
+    with mg.record("outer") as rec:
+        loss = (mg.create_leaf([[1.0, 2.0]], name="x") @ W).tanh().sum()
+        stepper = BackwardStepper(loss)
+        stepper.step(2)
+    recorded_in_block = len(rec.trace["events"])
+    stepper.finish()
+    assert len(rec.trace["events"]) == recorded_in_block   # the block had ended
+    for doc in (valid(rec.trace), valid(stepper.current_trace)):
+        assert [e["type"] for e in doc["events"]].count("start") == 1
+    assert [e["type"] for e in rec.trace["events"]].count("apply") == 1   # the sum's, in the block
+    assert [e["type"] for e in stepper.current_trace["events"]].count("apply") == 3
+
+
 def test_a_checkpoint_s_recompute_is_told_apart_from_the_loss_s_backward():
     # Lesson 09's checkpoint stepper: the segment's input recorded again is the saved tanh
     # output, not "a parameter"; the recompute's own seed is not a second "d loss / d loss = 1".
@@ -460,3 +480,53 @@ def test_a_replayed_graph_counts_consumers_outside_it_first():
     assert forward_pending(mg.trace_of(loss))[-1] == ("sum", [("mul", 2)])
     assert h.grad_fn.pending_count == 2
     del side
+
+
+def test_a_ready_off_the_loss_path_opens_the_step_of_the_node_it_lets_run():
+    """h has a consumer off the loss's path (side): when the queue runs dry the engine lets h go
+    and runs it. Its "ready" is in h's step, not in the step before (where the engine had not let
+    it go yet), in a recording and in a stepper's page alike."""
+    from minigrad.widgets.views import BackwardStepper
+
+    def graph():
+        w = mg.create_leaf([1.0, -2.0], requires_grad=True, name="w")
+        h = w * w
+        return (h * 2.0).sum(), h.exp()
+
+    with mg.record() as rec:
+        loss, side = graph()
+        loss.backward()
+    stepper = BackwardStepper(graph()[0])
+    sent = []
+    stepper.send = sent.append
+    page_frames = list(stepper.trace["frames"])
+    while stepper.live:
+        stepper.step()
+        page_frames += sent[-1]["frames"]
+    assert page_frames == stepper.current_trace["frames"]
+    for doc in (rec.trace, stepper.current_trace):
+        frames = doc["frames"]
+        events = doc["events"]   # the ready of a node whose pending count is not 0: h's
+        ready = next(i for i, e in enumerate(events) if e["type"] == "ready" and not
+                     (events[i - 1]["type"] == "pending" and events[i - 1]["count"] == 0))
+        k = next(k for k, last in enumerate(frames) if last >= ready)
+        step = doc["events"][frames[k - 1] + 1:frames[k] + 1]
+        assert step[0]["type"] == "ready" and step[1] == {**step[1], "type": "apply",
+                                                          "node": step[0]["node"]}
+
+
+def test_a_graph_read_after_forward_tells_the_arena_s_own_used():
+    """trace_of / a BackwardStepper read the blocks already on an arena from its ledger. The block
+    that made the trace meet the arena (x's, at offset 0) was written after all the others, so
+    the strip's last `used` was the end of x's block, not the arena's."""
+    graph = mg.Arena("graph", 1 << 16)
+    with graph.scope():
+        x = mg.create_leaf([[1.0, 2.0]], name="x")
+        W = mg.create_leaf([[0.5, -1.0], [2.0, 0.25]], requires_grad=True, name="W")
+        loss = (x @ W).tanh().sum()
+        doc = valid(mg.trace_of(loss))
+        allocs = by_type(doc, "alloc")
+        assert allocs[-1]["used"] == graph.used and allocs[-1]["high_water"] == graph.high_water
+        offset = {b["id"]: b["offset"] for b in doc["blocks"]}
+        offsets = [offset[a["block"]] for a in allocs]
+        assert offsets == sorted(offsets)

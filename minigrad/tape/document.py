@@ -84,10 +84,14 @@ def tape_document(tape, out: int, *, title: str | None = None) -> dict:
     }
 
 
-def seed_frame(tape, out: int) -> dict:
-    """The seed: backward starts with grad(out) = 1 (ones in out's shape)."""
+def seed_frame(tape, out: int, had_grad=()) -> dict:
+    """The seed: backward starts with grad(out) = 1 (ones in out's shape). had_grad: which slots
+    held a grad before it; a second backward's seed drops the temps' grads of the pass before
+    (vars keep theirs, to add to), so each of those is written as null."""
+    dropped = [[int(i), None] for i, had in enumerate(had_grad)
+               if had and i != out and tape.kinds[i] == "temp"]
     return {"position": None, "grads": [[int(out), numbers(np.ones_like(
-        np.asarray(tape.values[out], dtype=float)))]], "uses": [], "freed": []}
+        np.asarray(tape.values[out], dtype=float)))]] + dropped, "uses": [], "freed": []}
 
 
 def step_frame(step, remaining_before: list) -> dict:

@@ -17,6 +17,7 @@ class BackwardEvents:
         self.tables, self.forward, self.log = tables, forward, log
         self._slot_seen: dict = {}
         self._last_total: dict = {}          # variable id -> preview of its gradient so far
+        self._ready_opened = False           # a "ready" group opened the next apply's step
 
     def on_steps(self, group: list) -> None:
         """Note one engine step (a list of Steps: the seed, one node's apply with all it caused,
@@ -26,7 +27,9 @@ class BackwardEvents:
         log = self.log
         kind = group[0][0]   # compact groups hold plain tuples laid out like Step
         if kind == "apply":
-            log.close_frame()
+            if not self._ready_opened:   # (a "ready" just before opened this node's step)
+                log.close_frame()
+            self._ready_opened = False
             held, log.held = log.held, []
             # A leaf's gradient grows in place, so its total is copied (a preview) now. A node's
             # grad_output is never written again once made (a later sum makes a new array), so
@@ -62,7 +65,12 @@ class BackwardEvents:
                 self.on_steps(group[1:])
         elif kind == "recompute":   # a checkpoint's segment was recorded again (one frame)
             log.close_frame()
+            self._ready_opened = False   # (its ops' steps come between a "ready" and the apply)
         elif kind == "ready":    # a node freed from consumers that are not on the loss's path
+            # It opens the step of the node it lets run (the engine lets it go after the step
+            # before has ended, and runs it next), as the stepper's page shows it live.
+            log.close_frame()
+            self._ready_opened = True
             log.events.append(("group", log.phase, group, None, [], []))
             log.count += len(group)
         elif kind == "done":

@@ -62,6 +62,11 @@ class MemoryEvents:
     def block(self, block, fresh: bool = False) -> dict:
         """The block's entry; a block met for the first time that is not being allocated right
         now (fresh) existed before: it gets a reconstructed allocation event."""
+        if not fresh and id(block.allocator) not in self.arenas:
+            # Meet its allocator first: its blocks are written down in address order, this one
+            # among them, so that the last one's `used` is the arena's (this one written after
+            # them told the strip a `used` the arena never had: the end of this block).
+            self.arena(block.allocator)
         block_id, new = self.ids.get(block, "b")
         if new:
             self.blocks[block_id] = {"id": block_id, "arena": None,

@@ -82,9 +82,10 @@ class TapeView(anywidget.AnyWidget):
             started = True
         else:
             started = False
-        step = next(self._steps, None)
+        had_grad = [g is not None for g in self._tape.grads] if started else ()
+        step = next(self._steps, None)   # (the first one seeds, then runs an instruction)
         if started:
-            new.append(seed_frame(self._tape, self._out))
+            new.append(seed_frame(self._tape, self._out, had_grad))
         if step is None:
             self._end()
             return bool(started)

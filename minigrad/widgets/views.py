@@ -125,7 +125,14 @@ class BackwardStepper(Folding):
                  show_values: bool = False, title: str | None = None,
                  max_nodes: int = MAX_NODES, expand=()) -> None:
         self._recorder = Recorder(title).add_graph(loss)
-        self._groups = compact_groups(loss, order=order)
+        # The engine's steps reach a record() block around a step through _advance only: made
+        # inside one, compact_groups would hand them to it as well (twice, and even after the
+        # block has ended).
+        previous, modes.recorder = modes.recorder, None
+        try:
+            self._groups = compact_groups(loss, order=order)
+        finally:
+            modes.recorder = previous
         trace = self._recorder.trace
         self._sent_events, self._sent_frames = len(trace["events"]), len(trace["frames"])
         self._sent_blocks = len(trace["blocks"])
