@@ -67,7 +67,8 @@ NEEDS_JUPYTER := tests/browser tests/test_aotview.py tests/test_binder.py tests/
                  tests/test_lite.py tests/test_make_lab.py tests/test_measure_lessons.py \
                  tests/test_memory_compare.py tests/test_names.py tests/test_nbgrader.py \
                  tests/test_no_node.py tests/test_readme.py tests/test_refold.py \
-                 tests/test_tapeview.py tests/test_widget_collapse.py tests/test_widget_dot.py \
+                 tests/test_tapeview.py tests/test_trace_agrees_with_engine.py \
+                 tests/test_widget_collapse.py tests/test_widget_dot.py \
                  tests/test_widgets_python.py
 
 $(OLDEST_VENV)/.installed: Makefile tools/oldest_numpy.py
