@@ -30,6 +30,7 @@ from minigrad.tape import Tape, TensorTape
 from minigrad.widgets import TapeView
 from minigrad.widgets.views import BackwardStepper
 from test_graph_properties import LEAF_BOUND, MAX_BOUND, OPS, TAPE_OPS
+from test_tapeview import fold as tape_fold   # (the fold of widgets/src/trace/tape-replay.js)
 
 SHAPES = [(3,), (2, 3), (1, 3)]   # any two broadcast together
 
@@ -523,40 +524,27 @@ def test_every_step_of_the_documents_is_what_the_engine_did(graph, order_and_shu
     assert not problems + more, "\n".join(problems + more)
 
 
-
 # -- the tape view: slot grads, use counts and freed slots at every step -----------------------
-def tape_fold(doc, k: int) -> dict:
-    """widgets/src/trace/tape-replay.js TapeState.seek(k)."""
-    grads, uses = list(doc["slots"]["grads"]), list(doc["slots"]["uses"])
-    freed = set()
-    for f in doc["frames"][:k]:
-        for slot, grad in f["grads"]:
-            grads[slot] = grad
-        for slot, count in f["uses"]:
-            uses[slot] = count
-        freed.update(f["freed"])
-    return {"grads": grads, "uses": uses, "freed": freed}
-
-
 def tape_disagreements(doc, tape, remaining, where) -> list:
     """The document folded to its last frame against the tape itself: grads (6 digits, as the
     document rounds them), use counts (the walk's own), and for a TensorTape, freed slots
     (their buffers given back: value None)."""
-    state, problems = tape_fold(doc, len(doc["frames"])), []
+    grads, uses, freed = tape_fold(doc, len(doc["frames"]))
+    problems = []
     for slot, grad in enumerate(tape.grads):
-        if slot in state["freed"] and grad is None:
+        if slot in freed and grad is None:
             continue   # (a TensorTape gave the buffer back: the page strikes the row through)
-        shown = state["grads"][slot]
+        shown = grads[slot]
         if (grad is None) != (shown is None) or (grad is not None and not np.allclose(
                 shown, np.asarray(grad, float).ravel()[:len(shown)], rtol=1e-5, atol=1e-12)):
             problems.append(f"{where}: slot {slot} ({tape.kinds[slot]}, freed: "
-                            f"{slot in state['freed']}) grad {shown}, tape {grad}")
-    if state["uses"] != [int(n) for n in remaining]:
-        problems.append(f"{where}: uses {state['uses']}, tape {list(remaining)}")
+                            f"{slot in freed}) grad {shown}, tape {grad}")
+    if uses != [int(n) for n in remaining]:
+        problems.append(f"{where}: uses {uses}, tape {list(remaining)}")
     if isinstance(tape, TensorTape):
         gone = {i for i, v in enumerate(tape.values) if v is None}
-        if state["freed"] != gone:
-            problems.append(f"{where}: freed {sorted(state['freed'])}, tape {sorted(gone)}")
+        if freed != gone:
+            problems.append(f"{where}: freed {sorted(freed)}, tape {sorted(gone)}")
     return problems
 
 
